@@ -1,0 +1,1 @@
+"""The command line: thin Typer apps that parse arguments and render results."""

@@ -1,0 +1,23 @@
+"""Pieces every command module shares."""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Annotated
+
+import typer
+
+from ..kinds import KIND_NAMES
+from ..store import Home
+
+KindName = Enum("KindName", {k: k for k in KIND_NAMES}, type=str)  # type: ignore[misc]
+
+KindArg = Annotated[
+    KindName,
+    typer.Argument(help="provider, model, prompt, skill, mcp, harness or agent.", show_default=False),
+]
+
+
+def home_of(ctx: typer.Context) -> Home:
+    root = ctx.find_root()
+    return Home.open((root.obj or {}).get("home"))

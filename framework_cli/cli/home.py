@@ -1,0 +1,63 @@
+"""fw home: create and check a framework home."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Optional
+
+import typer
+
+from ..errors import FwError
+from ..home import check_home, init_home
+from .common import home_of
+from .output import JsonOpt, emit
+
+app = typer.Typer(help="Create a framework home, or check every file of one.", no_args_is_help=True)
+
+
+@app.command("init")
+def init(
+    ctx: typer.Context,
+    path: Annotated[
+        Optional[str],
+        typer.Argument(help="Where to create it (default: --home, $FW_HOME, then ~/.fw).", show_default=False),
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Create a home: every kind's folder with its `default` category, and the default prompt.
+
+    Running it again on a home only adds what is missing; it never overwrites a file."""
+    doc = init_home(path or (ctx.find_root().obj or {}).get("home"))
+
+    def human(console: Any) -> None:
+        verb = "Created" if doc["initialized"] else "Checked"
+        console.print(f"{verb} the framework home at {doc['home']}")
+        for rel in doc["created"]:
+            console.print(f"  + {rel}")
+        console.print(f"Next: fw --home {doc['home']} resource write provider NAME --create --data '{{\"base_url\": ...}}' --api-key-stdin")
+
+    emit(doc, as_json, human)
+
+
+@app.command("check")
+def check(ctx: typer.Context, as_json: JsonOpt = False) -> None:
+    """Read every file; report corrupt files (path and field or line) and dangling references.
+
+    Exits 0 when the home is clean, 4 when any problem was found."""
+    doc = check_home(home_of(ctx))
+
+    def human(console: Any) -> None:
+        from rich.markup import escape
+
+        for problem in doc["problems"]:
+            console.print(f"[red]{problem['code']}[/red] {escape(problem['message'])}")
+        for warning in doc["warnings"]:
+            console.print(f"[yellow]warning[/yellow] {escape(warning['message'])}")
+        counted = ", ".join(f"{n} {k}" for k, n in doc["counts"].items())
+        if doc["ok"]:
+            console.print(f"The home at {escape(doc['home'])} is clean ({counted}).")
+        else:
+            console.print(f"{len(doc['problems'])} problem(s) in {escape(doc['home'])}. Fix them by hand or with `fw resource write`.")
+
+    emit(doc, as_json, human)
+    if not doc["ok"]:
+        raise typer.Exit(FwError("corrupt", "").exit_code)

@@ -1,0 +1,115 @@
+"""Everything the CLI prints goes through here, and so through redaction."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Callable
+from typing import Annotated, Any
+
+import typer
+
+from ..errors import FwError
+from ..secrets import redact
+
+JsonOpt = Annotated[
+    bool,
+    typer.Option("--json", help="Print one JSON document on stdout instead of text (also FW_JSON=1)."),
+]
+
+
+def json_wanted(flag: bool = False) -> bool:
+    return flag or os.environ.get("FW_JSON", "") not in ("", "0", "false", "no")
+
+
+def write_out(text: str, *, err: bool = False) -> None:
+    stream = sys.stderr if err else sys.stdout
+    stream.write(redact(text))
+    if not text.endswith("\n"):
+        stream.write("\n")
+    stream.flush()
+
+
+def print_json(doc: Any) -> None:
+    write_out(json.dumps(doc, indent=2, ensure_ascii=False))
+
+
+def rich_text(render: Callable[[Any], None], *, err: bool = False) -> None:
+    """Render with rich into a buffer, redact, then write: rich never writes a secret out."""
+    import io
+    import shutil
+
+    from rich.console import Console
+
+    stream = sys.stderr if err else sys.stdout
+    buf = io.StringIO()
+    tty = hasattr(stream, "isatty") and stream.isatty()
+    width = shutil.get_terminal_size((100, 24)).columns if tty else 100
+    console = Console(file=buf, force_terminal=tty, width=width, highlight=False, soft_wrap=True)
+    render(console)
+    write_out(buf.getvalue(), err=err)
+
+
+def emit(doc: Any, as_json: bool, human: Callable[[Any], None] | None = None) -> None:
+    """Print a result: the document itself in JSON mode, `human(console)` otherwise."""
+    if json_wanted(as_json) or human is None:
+        print_json(doc)
+    else:
+        rich_text(human)
+
+
+def emit_error(error: FwError, as_json: bool) -> None:
+    if as_json:
+        print_json(error.to_dict())
+        return
+    lines = [f"Error: {error.message}"]
+    if error.hint:
+        lines.append(f"Hint: {error.hint}")
+    detail = error.extra.get("items") or error.extra.get("detail")
+    if isinstance(detail, list) and detail:
+        lines.append("  " + "\n  ".join(str(d) for d in detail))
+    write_out("\n".join(lines), err=True)
+
+
+def table(console: Any, title: str | None, columns: list[str], rows: list[list[Any]], empty: str) -> None:
+    from rich.table import Table
+
+    if not rows:
+        console.print(empty)
+        return
+    t = Table(title=title, title_justify="left", header_style="bold")
+    for column in columns:
+        t.add_column(column, overflow="fold")
+    for row in rows:
+        t.add_row(*("" if v is None else _cell(v) for v in row))
+    console.print(t)
+
+
+def _cell(value: Any) -> str:
+    from rich.markup import escape
+
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, list):
+        return escape(", ".join(str(v) for v in value))
+    if isinstance(value, dict):
+        return escape(", ".join(f"{k}={_cell(v)}" for k, v in value.items()))
+    return escape(str(value))
+
+
+def read_data_arg(value: str, what: str) -> Any:
+    """JSON given inline, as @FILE, or as - (standard input)."""
+    from ..yamlio import parse_json_arg
+
+    if value == "-":
+        text = sys.stdin.read()
+    elif value.startswith("@"):
+        try:
+            with open(value[1:], encoding="utf-8") as handle:
+                text = handle.read()
+        except OSError as exc:
+            raise FwError("usage", f"cannot read {what} file {value[1:]!r}: {exc.strerror}", "check the path after @") from None
+    else:
+        text = value
+    return parse_json_arg(text, what)

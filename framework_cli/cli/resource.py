@@ -1,0 +1,122 @@
+"""fw resource: list, read, write and delete the seven kinds."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated, Any, Optional
+
+import typer
+
+from ..errors import FwError
+from ..kinds import KINDS
+from ..resources import resource_list, resource_read, resource_write
+from .common import KindArg, home_of
+from .output import JsonOpt, emit, read_data_arg, table
+
+app = typer.Typer(help="List, read, write and delete providers, models, prompts, skills, MCP servers, harnesses and agents.", no_args_is_help=True)
+
+RefArg = Annotated[str, typer.Argument(help="The resource's name (unique within its kind).", show_default=False)]
+CategoryOpt = Annotated[Optional[str], typer.Option("--category", help="Category (sub-folder); default: `default`.")]
+
+
+@app.command("list")
+def list_(ctx: typer.Context, kind: KindArg, category: CategoryOpt = None, as_json: JsonOpt = False) -> None:
+    """List the resources of a kind, with a short summary of each. Secrets are never shown."""
+    doc = resource_list(home_of(ctx), kind.value, category)
+    emit(doc, as_json, lambda c: render_list(c, doc))
+
+
+def render_list(console: Any, doc: dict[str, Any]) -> None:
+    spec = KINDS[doc["kind"]]
+    columns = ["name", "category", *spec.summary]
+    rows = []
+    for item in doc["items"]:
+        if "error" in item:
+            rows.append([item["name"], item["category"], f"CORRUPT: {item['error']['message']}", *[""] * (len(columns) - 3)])
+        else:
+            rows.append([item.get(c) for c in columns])
+    table(console, f"{doc['kind']}s", columns, rows, f"No {doc['kind']}s yet. Create one with `fw resource write {doc['kind']} NAME --create --data ...`.")
+    bad = sum(1 for item in doc["items"] if "error" in item)
+    if bad:
+        console.print(f"{bad} corrupt file(s): run `fw home check` for details.")
+
+
+@app.command("read")
+def read(ctx: typer.Context, kind: KindArg, reference: RefArg, as_json: JsonOpt = False) -> None:
+    """Show one resource's definition (and its text, for prompts and skills). A provider shows
+    `api_key_set`, never the key; an MCP server's env and header values show as [redacted]."""
+    doc = resource_read(home_of(ctx), kind.value, reference)
+    emit(doc, as_json, lambda c: render_resource(c, doc))
+
+
+def render_resource(console: Any, doc: dict[str, Any]) -> None:
+    import yaml
+    from rich.markup import escape
+
+    console.print(f"[bold]{doc['kind']} {escape(doc['name'])}[/bold] (category {escape(doc['category'])})")
+    console.print(escape(yaml.safe_dump(doc["data"], sort_keys=False, allow_unicode=True).rstrip()) if doc["data"] else "(no fields)")
+    if doc.get("body") is not None:
+        console.print("---")
+        console.print(escape(doc["body"].rstrip()))
+
+
+@app.command("write")
+def write(
+    ctx: typer.Context,
+    kind: KindArg,
+    reference: RefArg,
+    create: Annotated[bool, typer.Option("--create", help="Create a new resource from a whole definition (fails if the name exists).")] = False,
+    category: CategoryOpt = None,
+    data: Annotated[
+        Optional[str],
+        typer.Option("--data", metavar="JSON|@FILE|-", help="The definition (with --create) or a JSON merge patch (RFC 7386) of it. A prompt's or skill's text is `body`."),
+    ] = None,
+    api_key_stdin: Annotated[bool, typer.Option("--api-key-stdin", help="Read a provider's key from standard input, so it never shows in a process list.")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Create or update a resource. Without --create the data is a merge patch: only the
+    fields given change, `null` removes one. --category places a new resource or moves one."""
+    payload = _payload(kind.value, data, api_key_stdin, category)
+    doc = resource_write(home_of(ctx), kind.value, reference, payload, create=create, category=category)
+    verb = "Created" if create else "Saved"
+    emit(doc, as_json, lambda c: render_written(c, doc, verb))
+
+
+def _payload(kind: str, data: Optional[str], api_key_stdin: bool, category: Optional[str]) -> Any:
+    if data is None and not api_key_stdin and category is None:
+        raise FwError("usage", "nothing to write: give --data", "e.g. --data '{\"description\": \"...\"}', --data @file.json or --data -")
+    payload = read_data_arg(data, "--data") if data is not None else {}
+    if api_key_stdin:
+        if kind != "provider":
+            raise FwError("usage", "--api-key-stdin is for providers only", "an MCP server's secrets go in its env and headers")
+        if data == "-":
+            raise FwError("usage", "--data - and --api-key-stdin both read standard input", "pass --data inline or as @FILE")
+        if isinstance(payload, dict) and "api_key" in payload:
+            raise FwError("usage", "the key is given twice: in --data and with --api-key-stdin", "drop api_key from --data")
+        key = sys.stdin.read().strip()
+        if not key:
+            raise FwError("invalid", "no key on standard input", "pipe the key in: `printf %s \"$KEY\" | fw resource write provider NAME --api-key-stdin`")
+        if isinstance(payload, dict):
+            payload["api_key"] = key
+    return payload
+
+
+def render_written(console: Any, doc: dict[str, Any], verb: str) -> None:
+    from rich.markup import escape
+
+    console.print(f"{verb} {doc['kind']} {escape(doc['name'])} (category {escape(doc['category'])}).")
+    activation = doc.get("activation")
+    if activation:
+        render_activation(console, activation)
+
+
+def render_activation(console: Any, activation: dict[str, Any]) -> None:
+    from rich.markup import escape
+
+    if activation["enabled"]:
+        names = ", ".join(b["principal"] for b in activation["bindings"] if b["enabled"])
+        console.print(f"Enabled: runs as {escape(names)}.")
+        return
+    console.print("Not enabled yet: the agent is configured but nothing runs it.")
+    for step in activation["next_steps"]:
+        console.print(f"  next: {escape(step['command'])}")

@@ -1,0 +1,167 @@
+"""Creating a home and checking one."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from .errors import FwError
+from .kinds import DEFAULT_CATEGORY, DEFAULT_PROMPT, KINDS
+from .store import HOME_MARKER_DIRS, SECRETS_DIR, Home, resolve_home_path
+
+DEFAULT_PROMPT_TEXT = """---
+description: The default system prompt, used by agents that name no other. It cannot be deleted.
+---
+You are a helpful assistant working inside an agent framework.
+Answer clearly, say when you are unsure, and never reveal secrets such as API keys.
+"""
+
+EXTRA_DIRS = ("principals", "bindings", "runs")
+
+
+def init_home(path: str | None) -> dict[str, Any]:
+    root = resolve_home_path(path)
+    is_home = root.is_dir() and all((root / d).is_dir() for d in HOME_MARKER_DIRS)
+    if root.exists() and not root.is_dir():
+        raise FwError("exists", f"{str(root)!r} exists and is not a folder", "pick another path")
+    if root.is_dir() and not is_home and any(not p.name.startswith(".") for p in root.iterdir()):
+        raise FwError(
+            "exists",
+            f"{str(root)!r} is not empty and is not a framework home",
+            "pick an empty or new folder",
+        )
+    root.mkdir(parents=True, exist_ok=True)
+    home = Home(root)
+    created: list[str] = []
+    with home.locked():
+        for spec in KINDS.values():
+            rel = f"{spec.folder}/{DEFAULT_CATEGORY}"
+            if not home.path(rel).is_dir():
+                home.make_dir(rel)
+                created.append(rel + "/")
+        for rel in EXTRA_DIRS:
+            if not home.path(rel).is_dir():
+                home.make_dir(rel)
+                created.append(rel + "/")
+        secrets_dir = home.path(SECRETS_DIR)
+        if not secrets_dir.is_dir():
+            secrets_dir.mkdir(mode=0o700)
+            created.append(SECRETS_DIR + "/")
+        os.chmod(secrets_dir, 0o700)
+        prompt = KINDS["prompt"].relpath(DEFAULT_CATEGORY, DEFAULT_PROMPT)
+        if not home.locate(KINDS["prompt"], DEFAULT_PROMPT):
+            home.write_text(prompt, DEFAULT_PROMPT_TEXT)
+            created.append(prompt)
+    return {"home": str(root), "created": created, "initialized": not is_home}
+
+
+def check_home(home: Home) -> dict[str, Any]:
+    """Read every file of the home; report corrupt files, dangling references and duplicates."""
+    from .identities import BINDINGS, PRINCIPALS
+    from .resources import _index_entry, load_record
+
+    problems: list[dict[str, Any]] = []
+    warnings: list[dict[str, Any]] = []
+    present: dict[str, set[str]] = {}
+    valid: list[tuple[str, dict[str, Any]]] = []
+    counts: dict[str, int] = {}
+
+    for kind, spec in KINDS.items():
+        seen: dict[str, str] = {}
+        present[kind] = set()
+        counts[kind] = 0
+        for category, name, rel in home.resource_files(spec):
+            counts[kind] += 1
+            entry = _index_entry(spec, category, name, rel, home.read_text(rel))
+            present[kind].add(name)
+            if name in seen:
+                problems.append(
+                    {
+                        "code": "duplicate",
+                        "path": rel,
+                        "message": f"{kind} {name!r} also exists at {seen[name]}; names are unique within a kind",
+                    }
+                )
+            seen[name] = rel
+            if "error" in entry:
+                err = entry["error"]
+                problems.append({k: v for k, v in err.items() if v is not None})
+                continue
+            valid.append((kind, entry))
+            if entry.get("plaintext_secret"):
+                warnings.append(
+                    {
+                        "code": "plaintext_secret",
+                        "path": rel,
+                        "message": f"{rel} holds a secret value; the next `fw resource write` of it moves the value to secrets/",
+                    }
+                )
+        _stray_files(home, spec, warnings)
+
+    for kind, entry in valid:
+        for ref_kind, ref in entry["refs"]:
+            if ref not in present[ref_kind]:
+                problems.append(
+                    {
+                        "code": "dangling",
+                        "path": entry["path"],
+                        "message": f"{kind} {entry['name']!r} names {ref_kind} {ref!r}, which does not exist",
+                        "reference": f"{ref_kind}/{ref}",
+                    }
+                )
+    if DEFAULT_PROMPT not in present["prompt"]:
+        problems.append(
+            {
+                "code": "missing",
+                "path": KINDS["prompt"].relpath(DEFAULT_CATEGORY, DEFAULT_PROMPT),
+                "message": "the default prompt is missing",
+                "hint": "run `fw home init` on this home to restore it",
+            }
+        )
+
+    principals: set[str] = set()
+    for folder, kind in ((PRINCIPALS, "principal"), (BINDINGS, "binding")):
+        for rel_path in sorted(_yaml_files(home.path(folder))):
+            name, rel = rel_path[:-5], f"{folder}/{rel_path}"
+            try:
+                data = load_record(home, kind, name, rel)
+            except FwError as exc:
+                problems.append({"code": "corrupt", "message": exc.message, **{k: v for k, v in exc.extra.items() if v is not None}})
+                continue
+            if kind == "principal":
+                principals.add(name)
+                continue
+            if data["agent"] not in present["agent"]:
+                problems.append(
+                    {"code": "dangling", "path": rel, "message": f"binding {name!r} names agent {data['agent']!r}, which does not exist", "reference": f"agent/{data['agent']}"}
+                )
+            if name not in principals:
+                problems.append(
+                    {"code": "dangling", "path": rel, "message": f"binding {name!r} has no principal {name!r}", "reference": f"principal/{name}"}
+                )
+    return {"home": str(home.root), "ok": not problems, "problems": problems, "warnings": warnings, "counts": counts}
+
+
+def _yaml_files(folder: Path) -> list[str]:
+    try:
+        return [e.name for e in os.scandir(folder) if e.name.endswith(".yaml") and not e.name.startswith(".")]
+    except FileNotFoundError:
+        return []
+
+
+def _stray_files(home: Home, spec: Any, warnings: list[dict[str, Any]]) -> None:
+    """Files in a kind's folder that fw does not read, so that nobody wonders why."""
+    suffix = {"yaml": ".yaml", "markdown": ".md"}.get(spec.layout)
+    for category in home.categories(spec):
+        folder = home.path(f"{spec.folder}/{category}")
+        for entry in os.scandir(folder):
+            if entry.name.startswith("."):
+                continue
+            if spec.layout == "skill":
+                stray = not entry.is_dir()  # a folder without SKILL.md is reported as corrupt
+            else:
+                stray = not (entry.is_file() and entry.name.endswith(suffix or ""))
+            if stray:
+                rel = f"{spec.folder}/{category}/{entry.name}"
+                warnings.append({"code": "stray", "path": rel, "message": f"{rel} is not a {spec.name} file and is ignored"})

@@ -1,0 +1,233 @@
+"""Principals (the identities agents run as) and bindings (which agent a principal runs, how)."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from .errors import FwError
+from .kinds import check_name
+from .store import Home
+
+PRINCIPALS = "principals"
+BINDINGS = "bindings"
+
+
+def _load_yaml_dir(home: Home, folder: str, kind: str) -> list[tuple[str, dict[str, Any] | None, str]]:
+    """(name, validated data or None when corrupt, relative path) of each file of a folder."""
+    from .resources import load_record
+
+    out = []
+    try:
+        entries = sorted(e.name for e in os.scandir(home.path(folder)) if e.name.endswith(".yaml"))
+    except FileNotFoundError:
+        return []
+    for filename in entries:
+        if filename.startswith("."):
+            continue
+        name, rel = filename[:-5], f"{folder}/{filename}"
+        try:
+            out.append((name, load_record(home, kind, name, rel), rel))
+        except FwError:
+            out.append((name, None, rel))
+    return out
+
+
+def principal_list(home: Home) -> dict[str, Any]:
+    items = []
+    for name, data, rel in _load_yaml_dir(home, PRINCIPALS, "principal"):
+        if data is None:
+            items.append({"name": name, "kind": None, "error": {"code": "corrupt", "path": rel}})
+        else:
+            items.append({"name": name, "kind": data["kind"]})
+    return {"principals": items}
+
+
+def get_principal(home: Home, name: str) -> dict[str, Any] | None:
+    from .resources import load_record
+
+    rel = f"{PRINCIPALS}/{name}.yaml"
+    if not home.exists(rel):
+        return None
+    return load_record(home, "principal", name, rel)
+
+
+def principal_create(home: Home, name: str, kind: str) -> dict[str, Any]:
+    from .models import dump, validate
+    from .yamlio import rt_dump, to_commented
+
+    check_name(name, "principal name")
+    data = dump(validate("principal", {"kind": kind}))
+    with home.locked():
+        if home.exists(f"{PRINCIPALS}/{name}.yaml"):
+            raise FwError("exists", f"principal {name!r} already exists", "see them with `fw principal list`")
+        home.write_text(f"{PRINCIPALS}/{name}.yaml", rt_dump(to_commented(data)))
+    return {"principal": {"name": name, "kind": data["kind"]}, "created": True}
+
+
+def _present_binding(home: Home, principal: str, data: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "principal": principal,
+        "agent": data["agent"],
+        "enabled": data["enabled"],
+        "directory": data.get("directory") or str(home.root),
+        "max_rounds": data.get("max_rounds"),
+        "policy": data["policy"],
+    }
+
+
+def binding_list(home: Home) -> dict[str, Any]:
+    items = []
+    for principal, data, rel in _load_yaml_dir(home, BINDINGS, "binding"):
+        if data is None:
+            items.append({"principal": principal, "error": {"code": "corrupt", "path": rel}})
+        else:
+            items.append(_present_binding(home, principal, data))
+    return {"bindings": items}
+
+
+def get_binding(home: Home, principal: str) -> dict[str, Any] | None:
+    from .resources import load_record
+
+    rel = f"{BINDINGS}/{principal}.yaml"
+    if not home.exists(rel):
+        return None
+    return _present_binding(home, principal, load_record(home, "binding", principal, rel))
+
+
+def bindings_of_agent(home: Home, agent: str) -> list[dict[str, Any]]:
+    """Every binding that runs `agent`; a corrupt binding file counts, since it may."""
+    out = []
+    for principal, data, rel in _load_yaml_dir(home, BINDINGS, "binding"):
+        if data is None:
+            out.append({"principal": principal, "corrupt": True, "path": rel})
+        elif data["agent"] == agent:
+            out.append(_present_binding(home, principal, data))
+    return out
+
+
+def activation(home: Home, agent: str) -> dict[str, Any]:
+    """Whether an agent will actually run, and what is left to do. Never "ready" by default."""
+    bindings = [b for b in bindings_of_agent(home, agent) if not b.get("corrupt")]
+    enabled = any(b["enabled"] for b in bindings)
+    steps: list[dict[str, Any]] = []
+    if not bindings:
+        steps = [
+            {
+                "tool": "principal_create",
+                "args": {"name": agent, "kind": "agent"},
+                "command": f"fw principal create {agent} --kind agent",
+                "why": "an agent runs as an identity; create one for it (or reuse an agent principal)",
+            },
+            {
+                "tool": "agent_bind",
+                "args": {"principal": agent, "agent": agent},
+                "command": f"fw binding set {agent} --agent {agent}",
+                "why": "a binding makes the identity run this agent; it is enabled when created",
+            },
+        ]
+    elif not enabled:
+        principal = bindings[0]["principal"]
+        steps = [
+            {
+                "tool": "agent_set_enabled",
+                "args": {"principal": principal, "enabled": True},
+                "command": f"fw binding enable {principal}",
+                "why": "every binding of this agent is disabled",
+            }
+        ]
+    return {"configured": True, "enabled": enabled, "bindings": bindings, "next_steps": steps}
+
+
+def _binding_next_step(principal: str, enabled: bool) -> dict[str, Any]:
+    if enabled:
+        return {"command": f"fw run start --principal {principal}", "why": "the binding is enabled: start a managed run"}
+    return {
+        "tool": "agent_set_enabled",
+        "args": {"principal": principal, "enabled": True},
+        "command": f"fw binding enable {principal}",
+        "why": "the binding is disabled: enable it to let it run",
+    }
+
+
+def agent_bind(
+    home: Home,
+    principal: str,
+    agent: str,
+    directory: str | None = None,
+    max_rounds: int | None = None,
+    policy: str | None = None,
+) -> dict[str, Any]:
+    from .models import dump, validate
+    from .resources import find_one
+    from .kinds import KINDS
+    from .yamlio import rt_dump, to_commented
+
+    check_name(principal, "principal name")
+    check_name(agent, "agent reference")
+    with home.locked():
+        who = get_principal(home, principal)
+        if who is None:
+            raise FwError(
+                "invalid",
+                f"no principal named {principal!r}",
+                f"create it first: `fw principal create {principal} --kind agent`",
+            )
+        if who["kind"] != "agent":
+            raise FwError("invalid", f"principal {principal!r} is a {who['kind']}, not an agent identity", "bind an identity of kind agent")
+        try:
+            find_one(home, KINDS["agent"], agent)
+        except FwError as exc:
+            if exc.code != "not_found":
+                raise
+            raise FwError("invalid", f"no agent named {agent!r}", "see them with `fw agent list`") from None
+        rel = f"{BINDINGS}/{principal}.yaml"
+        old = get_binding(home, principal)
+        data: dict[str, Any] = {"agent": agent, "enabled": True if old is None else old["enabled"]}
+        stored_dir = old["directory"] if old else None
+        if old and stored_dir == str(home.root):
+            stored_dir = None
+        for key, value, keep in (
+            ("directory", directory, stored_dir),
+            ("max_rounds", max_rounds, old and old["max_rounds"]),
+            ("policy", policy, old and old["policy"]),
+        ):
+            if value is not None:
+                data[key] = value
+            elif keep:
+                data[key] = keep
+        data = dump(validate("binding", data))
+        if old is None or _present_binding(home, principal, data) != old:
+            home.write_text(rel, rt_dump(to_commented(data)))
+        binding = _present_binding(home, principal, data)
+    return {"binding": binding, "enabled": binding["enabled"], "next_step": _binding_next_step(principal, binding["enabled"])}
+
+
+def agent_set_enabled(home: Home, principal: str, enabled: bool) -> dict[str, Any]:
+    check_name(principal, "principal name")
+    if not isinstance(enabled, bool):
+        raise FwError("invalid", "enabled must be true or false")
+    from .yamlio import rt_dump, to_commented
+
+    with home.locked():
+        old = get_binding(home, principal)
+        if old is None:
+            raise FwError("not_found", f"principal {principal!r} has no binding", f"bind it first: `fw binding set {principal} --agent AGENT`")
+        if old["enabled"] != enabled:
+            text = home.read_text(f"{BINDINGS}/{principal}.yaml") or ""
+            from .yamlio import rt_load
+
+            doc = rt_load(text) or to_commented({})
+            doc["enabled"] = enabled
+            home.write_text(f"{BINDINGS}/{principal}.yaml", rt_dump(doc))
+        binding = {**old, "enabled": enabled}
+    return {"binding": binding, "enabled": enabled}
+
+
+def agent_unbind(home: Home, principal: str) -> dict[str, Any]:
+    check_name(principal, "principal name")
+    with home.locked():
+        if not home.exists(f"{BINDINGS}/{principal}.yaml"):
+            raise FwError("not_found", f"principal {principal!r} has no binding", "see them with `fw binding list`")
+        home.remove(f"{BINDINGS}/{principal}.yaml")
+    return {"principal": principal, "unbound": True}

@@ -1,0 +1,35 @@
+"""Generate the JSON Schemas under `schemas/` from the pydantic models.
+
+    python -m framework_cli.schemagen [DIR]     (default: ./schemas)
+
+A test regenerates them and fails when a file and its model have drifted apart."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+
+def generated() -> dict[str, str]:
+    """File name (relative to schemas/) -> exact text."""
+    from .models import MODELS, json_schema
+
+    return {f"{kind}.json": json.dumps(json_schema(kind), indent=2, sort_keys=True) + "\n" for kind in MODELS}
+
+
+def write(folder: Path) -> list[Path]:
+    written = []
+    for rel, text in generated().items():
+        path = folder / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if not path.exists() or path.read_text(encoding="utf-8") != text:
+            path.write_text(text, encoding="utf-8")
+            written.append(path)
+    return written
+
+
+if __name__ == "__main__":
+    target = Path(sys.argv[1] if len(sys.argv) > 1 else "schemas")
+    for path in write(target):
+        print(f"wrote {path}")

@@ -1,0 +1,275 @@
+"""The home store: the only code that touches the home's files.
+
+Every write takes the home's lock (a separate `.lock` file), writes a temp file beside its
+target, fsyncs it and `os.replace`s it over the target, so a killed process leaves the old
+file or the new one. Names starting with "." belong to fw (lock, index, temp files) and are
+never resources.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from .errors import FwError
+from .kinds import DEFAULT_CATEGORY, KindSpec
+
+LOCK_FILE = ".lock"
+INDEX_FILE = ".index.json"
+INDEX_VERSION = 3
+SECRETS_DIR = "secrets"
+HOME_MARKER_DIRS = ("providers", "agents")
+
+
+def resolve_home_path(option: str | None) -> Path:
+    raw = option or os.environ.get("FW_HOME") or str(Path.home() / ".fw")
+    return Path(raw).expanduser()
+
+
+class Home:
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        self._lock_depth = 0
+        self._lock_fd: int | None = None
+        self._index: dict[str, Any] | None = None
+        self._index_dirty = False
+
+    # -- opening -------------------------------------------------------------------------
+    @classmethod
+    def open(cls, option: str | None = None) -> Home:
+        root = resolve_home_path(option)
+        if not root.is_dir() or not all((root / d).is_dir() for d in HOME_MARKER_DIRS):
+            where = "is not a framework home" if root.exists() else "does not exist"
+            raise FwError(
+                "not_found",
+                f"the framework home {str(root)!r} {where}",
+                f"create one with `fw home init {root}`, or pick another with --home PATH or FW_HOME",
+            )
+        return cls(root)
+
+    def path(self, rel: str) -> Path:
+        return self.root / rel
+
+    # -- locking -------------------------------------------------------------------------
+    @contextmanager
+    def locked(self) -> Iterator[None]:
+        """Serialise writers across processes. Re-entrant within one process."""
+        import fcntl
+
+        if self._lock_depth == 0:
+            fd = os.open(self.root / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            except BaseException:
+                os.close(fd)
+                raise
+            self._lock_fd = fd
+        self._lock_depth += 1
+        try:
+            yield
+        finally:
+            self._lock_depth -= 1
+            if self._lock_depth == 0:
+                self.save_index()
+                assert self._lock_fd is not None
+                os.close(self._lock_fd)  # closing releases the flock
+                self._lock_fd = None
+
+    def _require_lock(self) -> None:
+        if self._lock_depth == 0:
+            raise RuntimeError("home writes must hold the lock")
+
+    # -- reading -------------------------------------------------------------------------
+    def read_text(self, rel: str) -> str | None:
+        try:
+            with open(self.root / rel, encoding="utf-8") as handle:
+                return handle.read()
+        except FileNotFoundError:
+            return None
+
+    def exists(self, rel: str) -> bool:
+        return (self.root / rel).exists()
+
+    # -- writing -------------------------------------------------------------------------
+    def write_text(self, rel: str, text: str, *, secret: bool = False) -> None:
+        """Atomically replace `rel` with `text`: temp file, fsync, os.replace, fsync dir."""
+        self._require_lock()
+        import tempfile
+
+        target = self.root / rel
+        self._make_dirs(target.parent, secret=secret)
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
+                handle.write(text)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.chmod(tmp, 0o600 if secret else 0o644)
+            os.replace(tmp, target)
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except FileNotFoundError:
+                pass
+            raise
+        self._fsync_dir(target.parent)
+
+    def _make_dirs(self, folder: Path, *, secret: bool) -> None:
+        if folder.is_dir():
+            return
+        if secret:
+            secrets_root = self.root / SECRETS_DIR
+            secrets_root.mkdir(mode=0o700, exist_ok=True)
+            os.chmod(secrets_root, 0o700)
+            folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        else:
+            folder.mkdir(parents=True, exist_ok=True)
+
+    @staticmethod
+    def _fsync_dir(folder: Path) -> None:
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def remove(self, rel: str) -> None:
+        self._require_lock()
+        target = self.root / rel
+        if target.is_dir():
+            import shutil
+
+            shutil.rmtree(target)
+        else:
+            try:
+                target.unlink()
+            except FileNotFoundError:
+                return
+        self._fsync_dir(target.parent)
+
+    def rename(self, src: str, dst: str) -> None:
+        self._require_lock()
+        target = self.root / dst
+        self._make_dirs(target.parent, secret=False)
+        os.replace(self.root / src, target)
+        self._fsync_dir(target.parent)
+        self._fsync_dir((self.root / src).parent)
+
+    def make_dir(self, rel: str) -> None:
+        self._require_lock()
+        (self.root / rel).mkdir(parents=True, exist_ok=True)
+
+    def remove_empty_dir(self, rel: str) -> None:
+        self._require_lock()
+        folder = self.root / rel
+        for leftover in folder.iterdir():  # only fw's own temp files can remain
+            leftover.unlink()
+        folder.rmdir()
+
+    # -- layout --------------------------------------------------------------------------
+    def categories(self, spec: KindSpec) -> list[str]:
+        try:
+            names = [
+                e.name
+                for e in os.scandir(self.root / spec.folder)
+                if e.is_dir() and not e.name.startswith(".")
+            ]
+        except FileNotFoundError:
+            return []
+        names.sort()
+        if DEFAULT_CATEGORY in names:
+            names.remove(DEFAULT_CATEGORY)
+            names.insert(0, DEFAULT_CATEGORY)
+        return names
+
+    def locate(self, spec: KindSpec, name: str) -> list[tuple[str, str]]:
+        """(category, relative path) of every file that holds `name` (more than one is a conflict)."""
+        found = []
+        for category in self.categories(spec):
+            rel = spec.relpath(category, name)
+            probe = self.root / (rel.rsplit("/", 1)[0] if spec.layout == "skill" else rel)
+            if probe.exists():
+                found.append((category, rel))
+        return found
+
+    def resource_files(self, spec: KindSpec, category: str | None = None) -> Iterator[tuple[str, str, str]]:
+        """(category, name, relative path) of every resource file of a kind, by category."""
+        for cat in self.categories(spec) if category is None else [category]:
+            try:
+                entries = sorted(os.scandir(self.root / spec.folder / cat), key=lambda e: e.name.rsplit(".", 1)[0])
+            except FileNotFoundError:
+                continue
+            for entry in entries:
+                if entry.name.startswith("."):
+                    continue
+                if spec.layout == "skill":
+                    if entry.is_dir():
+                        yield cat, entry.name, f"{spec.folder}/{cat}/{entry.name}/SKILL.md"
+                    continue
+                suffix = ".yaml" if spec.layout == "yaml" else ".md"
+                if entry.name.endswith(suffix) and entry.is_file():
+                    yield cat, entry.name[: -len(suffix)], f"{spec.folder}/{cat}/{entry.name}"
+
+    # -- the index -----------------------------------------------------------------------
+    def _load_index(self) -> dict[str, Any]:
+        if self._index is None:
+            files: dict[str, Any] = {}
+            raw = self.read_text(INDEX_FILE)
+            if raw:
+                try:
+                    doc = json.loads(raw)
+                    if isinstance(doc, dict) and doc.get("version") == INDEX_VERSION:
+                        files = doc.get("files", {})
+                except ValueError:
+                    pass  # a damaged index is only a cold cache
+            self._index = files
+        return self._index
+
+    def cached(self, rel: str, parse: Callable[[str | None], dict[str, Any]]) -> dict[str, Any]:
+        """`parse(text)` of a file, reused while the file's stamp (mtime, size, inode) holds."""
+        index = self._load_index()
+        try:
+            st = os.stat(self.root / rel)
+            stamp = [st.st_mtime_ns, st.st_size, st.st_ino]
+        except OSError:
+            stamp = None
+        hit = index.get(rel)
+        if stamp is not None and hit is not None and hit[0] == stamp:
+            return hit[1]
+        try:
+            with open(self.root / rel, encoding="utf-8") as handle:
+                st = os.fstat(handle.fileno())  # the stamp of exactly what we read
+                text: str | None = handle.read()
+            stamp = [st.st_mtime_ns, st.st_size, st.st_ino]
+        except (FileNotFoundError, NotADirectoryError):
+            text, stamp = None, None
+        except UnicodeDecodeError:
+            text = "\x00"  # parse() reports it as corrupt
+        entry = parse(text)
+        if stamp is not None:
+            index[rel] = [stamp, entry]
+            self._index_dirty = True
+        return entry
+
+    def save_index(self) -> None:
+        """Write the index if it changed. A home we may not write is simply not cached."""
+        if not self._index_dirty or self._index is None:
+            return
+        self._index_dirty = False
+        live = {rel: v for rel, v in self._index.items() if (self.root / rel).exists()}
+        text = json.dumps({"version": INDEX_VERSION, "files": live}, separators=(",", ":"))
+        import tempfile
+
+        try:
+            target = self.root / INDEX_FILE
+            fd, tmp = tempfile.mkstemp(prefix=".index.", suffix=".tmp", dir=self.root)
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                handle.write(text)
+            os.chmod(tmp, 0o644)
+            os.replace(tmp, target)
+        except OSError:
+            pass

@@ -1,0 +1,124 @@
+"""YAML in two speeds: PyYAML's C loader to read many files fast, ruamel.yaml to edit one
+file without losing its comments, key order or quoting."""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+from .errors import FwError
+
+
+class YamlProblem(Exception):
+    def __init__(self, message: str, line: int | None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.line = line
+
+
+def _problem(exc: Exception) -> YamlProblem:
+    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    line = mark.line + 1 if mark is not None else None
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    where = f"line {line}: " if line else ""
+    return YamlProblem(f"{where}{problem}", line)
+
+
+def fast_load(text: str) -> Any:
+    import yaml
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    try:
+        return yaml.load(text, Loader=loader)
+    except yaml.YAMLError as exc:
+        raise _problem(exc) from None
+
+
+def _rt():
+    from ruamel.yaml import YAML
+
+    y = YAML(typ="rt")
+    y.preserve_quotes = True
+    y.indent(mapping=2, sequence=4, offset=2)
+    y.width = 4096
+    return y
+
+
+def rt_load(text: str) -> Any:
+    from ruamel.yaml.error import YAMLError
+
+    try:
+        return _rt().load(text)
+    except YAMLError as exc:
+        raise _problem(exc) from None
+
+
+def rt_dump(doc: Any) -> str:
+    if doc is None or doc == {}:
+        return ""
+    buf = io.StringIO()
+    _rt().dump(doc, buf)
+    return buf.getvalue()
+
+
+def to_commented(data: Any) -> Any:
+    """Plain data as ruamel's round-trip types, so that new values dump in block style."""
+    from ruamel.yaml.comments import CommentedMap, CommentedSeq
+
+    if isinstance(data, dict):
+        out = CommentedMap()
+        for key, value in data.items():
+            out[key] = to_commented(value)
+        return out
+    if isinstance(data, list):
+        return CommentedSeq(to_commented(v) for v in data)
+    return data
+
+
+def to_plain(data: Any) -> Any:
+    if isinstance(data, dict):
+        return {str(k): to_plain(v) for k, v in data.items()}
+    if isinstance(data, list):
+        return [to_plain(v) for v in data]
+    if isinstance(data, str):
+        return str(data)  # ruamel's quoted strings are str subclasses
+    if isinstance(data, bool) or data is None:
+        return data
+    if isinstance(data, int):
+        return int(data)
+    if isinstance(data, float):
+        return float(data)
+    return data
+
+
+FENCE = "---"
+
+
+def split_front_matter(text: str) -> tuple[str, str]:
+    """(front matter YAML, body) of a Markdown file; no front matter gives ("", text)."""
+    if not (text.startswith(FENCE + "\n") or text.startswith(FENCE + "\r\n")):
+        return "", text
+    lines = text.splitlines(keepends=True)
+    for index in range(1, len(lines)):
+        if lines[index].rstrip("\r\n") == FENCE:
+            return "".join(lines[1:index]), "".join(lines[index + 1 :])
+    raise YamlProblem("line 1: front matter opened with '---' is never closed", 1)
+
+
+def join_front_matter(front: str, body: str) -> str:
+    if front and not front.endswith("\n"):
+        front += "\n"
+    return f"{FENCE}\n{front}{FENCE}\n{body}"
+
+
+def parse_json_arg(text: str, what: str) -> Any:
+    import json
+
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise FwError(
+            "usage",
+            f"{what} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}",
+            "pass a JSON object, e.g. '{\"description\": \"...\"}', @FILE or - for stdin",
+        ) from None
