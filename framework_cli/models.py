@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from .errors import FwError
 from .kinds import BUILTIN_GROUPS
@@ -133,12 +133,11 @@ class Agent(Strict):
     builtin_tools: list[BuiltinGroup] = Field(default_factory=list)
     execution: Execution = Field(default_factory=Execution)
 
-    @model_validator(mode="after")
-    def _no_duplicate_entries(self) -> Agent:
-        _no_duplicates(self.builtin_tools, "builtin_tools")
-        _no_duplicates(self.skills, "skills")
-        _no_duplicates(self.mcps, "mcps")
-        return self
+    @field_validator("builtin_tools", "skills", "mcps")
+    @classmethod
+    def _no_duplicate_entries(cls, values: list[str], info: ValidationInfo) -> list[str]:
+        _no_duplicates(values, info.field_name or "")
+        return values
 
 
 class Principal(Strict):

@@ -49,10 +49,11 @@ class FwGroup(TyperGroup):
             command = exc.ctx.command_path if exc.ctx else "fw"
             if exc.ctx is not None and exc.message == "Missing command." and not as_json:
                 typer.echo(exc.ctx.get_help())  # `fw resource` alone: show what it can do
+                code = 0
             else:
                 message = exc.format_message().replace("Value error, ", "")
                 emit_error(FwError("usage", message, f"see `{command} --help`"), as_json)
-            code = 2
+                code = 2
         except ClickException as exc:
             emit_error(FwError("usage", exc.format_message(), "see `fw --help`"), as_json)
             code = 2

@@ -1,0 +1,103 @@
+"""Every refusal leaves the home byte-for-byte as it was, and never prints a traceback."""
+
+import json
+
+import pytest
+
+from conftest import CANARY, fw, fw_proc, snapshot
+
+REFUSALS = [
+    # (arguments, exit code)
+    (["resource", "write", "agent", "ops", "--create", "--data", '{"model": "gpt-4o"}'], 6),
+    (["resource", "write", "agent", "ghost", "--data", '{"description": "x"}'], 3),
+    (["resource", "write", "agent", "ops", "--data", '{"model": "ghost"}'], 4),
+    (["resource", "write", "agent", "ops", "--data", '{"unknown": 1}'], 4),
+    (["resource", "write", "agent", "ops", "--data", '[1, 2]'], 4),
+    (["resource", "write", "agent", "ops", "--data", '"text"'], 4),
+    (["resource", "write", "agent", "ops", "--data", "{not json"], 2),
+    (["resource", "write", "agent", "ops", "--data", "@/nonexistent/file.json"], 2),
+    (["resource", "write", "agent", "ops"], 2),
+    (["resource", "write", "agent", "ops", "--category", "nowhere", "--data", "{}"], 4),
+    (["resource", "write", "model", "gpt-4o", "--data", '{"capabilities": {"tool_call": "maybe"}}'], 4),
+    (["resource", "write", "provider", "openai", "--data", '{"base_url": "ftp://x"}'], 4),
+    (["resource", "write", "provider", "openai", "--data", json.dumps({"api_key": CANARY})], 4),
+    (["resource", "write", "prompt", "operator", "--data", '{"body": 5}'], 4),
+    (["resource", "write", "skill", "summarize", "--data", '{"name": "other"}'], 4),
+    (["resource", "write", "mcp", "filesystem", "--data", '{"transport": "http"}'], 4),
+    (["resource", "write", "thing", "x", "--data", "{}"], 2),
+    (["resource", "write", "agent", "../etc", "--create", "--data", "{}"], 4),
+    (["resource", "read", "agent", "ghost"], 3),
+    (["resource", "read", "agent", "Ops"], 4),
+    (["resource", "list", "agent", "--category", "ghost"], 4),
+    (["agent", "edit", "ops", "--add-builtin-tool", "bogus"], 4),
+    (["agent", "edit", "ops", "--builtin-tool", "task_collaboration", "--builtin-tool", "task_collaboration"], 4),
+    (["agent", "edit", "ghost", "--add-builtin-tool", "task_collaboration"], 3),
+    (["agent", "create", "ops"], 6),
+    (["agent", "create", "new", "--model", "ghost"], 4),
+    (["agent", "create", "new", "--skill", "summarize", "--skill", "summarize"], 4),
+    (["category", "delete", "agent", "default"], 6),
+    (["category", "delete", "agent", "research"], 6),
+    (["category", "delete", "agent", "ghost"], 3),
+    (["category", "create", "agent", "research"], 6),
+    (["category", "create", "agent", "Bad"], 4),
+    (["resource", "list"], 2),
+    (["no-such-command"], 2),
+    (["resource", "write", "agent", "ops", "--data", "{}", "--bogus-flag"], 2),
+]
+
+
+@pytest.mark.parametrize("args,code", REFUSALS, ids=[" ".join(a)[:60] for a, _ in REFUSALS])
+def test_refusal_changes_nothing(sample, args, code):
+    fw("resource", "write", "provider", "keyed", "--create", "--data", json.dumps({"base_url": "https://k.test", "api_key": CANARY}))
+    before = snapshot(sample)
+    human = fw(*args)
+    assert human.exit_code == code, human
+    assert human.stderr.startswith("Error:") and "Hint:" in human.stderr
+    machine = fw(*args, "--json")
+    assert machine.exit_code == code, machine
+    doc = machine.json
+    assert set(doc) == {"error"} and {"code", "message", "hint"} <= set(doc["error"])
+    for result in (human, machine):
+        assert "Traceback" not in result.output and CANARY not in result.output
+    assert snapshot(sample) == before
+
+
+def test_json_env_var_turns_on_json_mode_for_usage_errors(home, monkeypatch):
+    monkeypatch.setenv("FW_JSON", "1")
+    result = fw("resource", "frobnicate")
+    assert result.exit_code == 2
+    assert result.json["error"]["code"] == "usage"
+
+
+def test_the_installed_fw_never_prints_a_traceback(home):
+    for args in (["resource", "write", "agent", "x", "--data", "{"], ["--home"], ["agent", "show"]):
+        for extra in ([], ["--json"]):
+            result = fw_proc(*args, *extra, home=home)
+            assert result.exit_code == 2, result
+            assert "Traceback" not in result.output
+            if extra:
+                assert json.loads(result.stdout)["error"]["code"] == "usage"
+
+
+def test_an_unreadable_data_file_is_a_usage_error(home, tmp_path):
+    data = tmp_path / "data.json"
+    data.write_text('{"type": "local"}')
+    assert fw("resource", "write", "harness", "h1", "--create", "--data", f"@{data}").exit_code == 0
+    result = fw("resource", "write", "harness", "h2", "--create", "--data", "-", input='{"type": "x"}')
+    assert result.exit_code == 0, result
+    assert "h2" in [i["name"] for i in json.loads(fw("resource", "list", "harness", "--json").stdout)["items"]]
+
+
+def test_a_group_alone_shows_its_help(home):
+    for runner in (lambda *a: fw(*a), lambda *a: fw_proc(*a, home=home)):
+        result = runner("resource")
+        assert result.exit_code == 0 and "Usage" in result.stdout and "write" in result.stdout
+        result = runner("resource", "--json")
+        assert result.exit_code == 2 and json.loads(result.stdout)["error"]["code"] == "usage"
+
+
+def test_help_explains_every_command(home):
+    for args in (["--help"], ["resource", "--help"], ["resource", "write", "--help"], ["agent", "edit", "--help"], ["home", "check", "--help"]):
+        result = fw(*args)
+        assert result.exit_code == 0 and "Usage" in result.stdout
+    assert "merge patch" in fw("resource", "write", "--help").stdout
