@@ -143,6 +143,7 @@ def scan(home: Home, kind: str, category: str | None = None) -> list[dict[str, A
     for cat, name, rel in home.resource_files(spec, category):
         entry = home.cached(rel, lambda text, c=cat, n=name, r=rel: _index_entry(spec, c, n, r, text))
         out.append(entry)
+    home.save_index()
     return out
 
 
@@ -202,7 +203,6 @@ def resource_list(home: Home, kind: str, category: str | None = None) -> dict[st
     if category is not None:
         _require_category(home, spec, check_name(category, "category"))
     items = [_summary_item(home, spec, e) for e in scan(home, kind, category)]
-    home.save_index()
     return {"kind": kind, "items": items}
 
 
@@ -215,12 +215,12 @@ def resource_read(home: Home, kind: str, reference: str) -> dict[str, Any]:
         raise FwError("corrupt", f"{rel}: the file is missing", _fix_hint(rel), path=rel)
     data, body = parse_text(spec, text, rel)
     plain = validate_stored(spec, reference, data, rel)
-    result: dict[str, Any] = {
-        "kind": kind,
-        "name": reference,
-        "category": category,
-        "data": present(home, spec, reference, plain),
-    }
+    return shown(home, spec, reference, category, plain, body)
+
+
+def shown(home: Home, spec: KindSpec, name: str, category: str, plain: dict[str, Any], body: str | None) -> dict[str, Any]:
+    """The result document of a read or a write: redacted data, and the body of a text kind."""
+    result: dict[str, Any] = {"kind": spec.name, "name": name, "category": category, "data": present(home, spec, name, plain)}
     if spec.has_body:
         result["body"] = body
     return result
@@ -362,14 +362,7 @@ def resource_write(
         if spec.secret_fields:
             secrets.save(home, kind, reference, new_secret)
 
-        result: dict[str, Any] = {
-            "kind": kind,
-            "name": reference,
-            "category": target_category,
-            "data": present(home, spec, reference, plain),
-        }
-        if spec.has_body:
-            result["body"] = new_body
+        result = shown(home, spec, reference, target_category, plain, new_body)
         if kind == "agent":
             from .identities import activation
 

@@ -33,6 +33,7 @@ def resolve_home_path(option: str | None) -> Path:
 class Home:
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
+        self._root = str(self.root)
         self._lock_depth = 0
         self._lock_fd: int | None = None
         self._index: dict[str, Any] | None = None
@@ -200,7 +201,7 @@ class Home:
         """(category, name, relative path) of every resource file of a kind, by category."""
         for cat in self.categories(spec) if category is None else [category]:
             try:
-                entries = sorted(os.scandir(self.root / spec.folder / cat), key=lambda e: e.name.rsplit(".", 1)[0])
+                entries = sorted(os.scandir(f"{self._root}/{spec.folder}/{cat}"), key=lambda e: e.name.rsplit(".", 1)[0])
             except FileNotFoundError:
                 continue
             for entry in entries:
@@ -232,8 +233,9 @@ class Home:
     def cached(self, rel: str, parse: Callable[[str | None], dict[str, Any]]) -> dict[str, Any]:
         """`parse(text)` of a file, reused while the file's stamp (mtime, size, inode) holds."""
         index = self._load_index()
+        full = f"{self._root}/{rel}"  # plain strings: this runs once per file of a large home
         try:
-            st = os.stat(self.root / rel)
+            st = os.stat(full)
             stamp = [st.st_mtime_ns, st.st_size, st.st_ino]
         except OSError:
             stamp = None
@@ -241,7 +243,7 @@ class Home:
         if stamp is not None and hit is not None and hit[0] == stamp:
             return hit[1]
         try:
-            with open(self.root / rel, encoding="utf-8") as handle:
+            with open(full, encoding="utf-8") as handle:
                 st = os.fstat(handle.fileno())  # the stamp of exactly what we read
                 text: str | None = handle.read()
             stamp = [st.st_mtime_ns, st.st_size, st.st_ino]

@@ -120,3 +120,66 @@ def render_activation(console: Any, activation: dict[str, Any]) -> None:
     console.print("Not enabled yet: the agent is configured but nothing runs it.")
     for step in activation["next_steps"]:
         console.print(f"  next: {escape(step['command'])}")
+
+
+@app.command("delete")
+def delete(
+    ctx: typer.Context,
+    kind: KindArg,
+    reference: RefArg,
+    recursive: Annotated[bool, typer.Option("--recursive", help="Also delete everything that uses it, dependents first.")] = False,
+    confirm: Annotated[
+        Optional[str],
+        typer.Option("--confirm", metavar="ITEMS", help="The plan's items, comma-separated, in the plan's order. Without it nothing is deleted."),
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Delete a resource in two steps. First run without --confirm: it prints the plan (what
+    would be deleted, in order, and what blocks it) and deletes nothing. Then run again with
+    --confirm and exactly that plan; if the home changed meanwhile, nothing is deleted."""
+    from ..deletion import resource_delete
+
+    doc = resource_delete(home_of(ctx), kind.value, reference, recursive=recursive, confirm=confirm)
+    emit(doc, as_json, lambda c: render_deletion(c, doc))
+
+
+def render_deletion(console: Any, doc: dict[str, Any]) -> None:
+    from rich.markup import escape
+
+    if doc["status"] == "deleted":
+        n = len(doc["deleted"])
+        console.print(f"Deleted {n} resource{'s' if n != 1 else ''}:")
+        for entry in doc["deleted"]:
+            console.print(f"  - {escape(entry)}")
+        return
+    from rich.tree import Tree
+
+    from ..deletion import DeletionPlan, confirm_command
+
+    plan = DeletionPlan(doc["target"], doc["recursive"], doc["plan"], doc["blocked"])
+    in_plan = set(plan.items)
+    users = doc["dependents"]
+    tree = Tree(f"[bold]{escape(plan.target)}[/bold]")
+
+    def grow(node: Any, entry: str, seen: frozenset[str]) -> None:
+        for user in users.get(entry, []):
+            if user in in_plan and user not in seen:
+                grow(node.add(escape(user)), user, seen | {user})
+
+    grow(tree, plan.target, frozenset({plan.target}))
+    n = len(plan.items)
+    verb = "would be deleted once unblocked" if plan.blocked else "will be deleted"
+    console.print(f"Plan: {n} resource{'s' if n != 1 else ''} {verb}, in this order: {escape(', '.join(plan.items))}")
+    console.print(tree)
+    if plan.blocked:
+        console.print(f"[red]Blocked[/red] ({len(plan.blocked)}): nothing can be deleted until this is resolved.")
+        for block in plan.blocked:
+            detail = block["detail"]
+            detail = ", ".join(detail) if isinstance(detail, list) else detail
+            console.print(f"  {escape(block['item'])}: {block['reason']} ({escape(str(detail))})")
+        from ..deletion import unblock_hint
+
+        console.print(f"Hint: {escape(unblock_hint(plan.blocked[0]))}")
+        return
+    console.print("Nothing was deleted. To delete exactly this, run:")
+    console.print(f"  {escape(confirm_command(plan))}")
