@@ -14,8 +14,14 @@ from pathlib import Path
 def generated() -> dict[str, str]:
     """File name (relative to schemas/) -> exact text."""
     from .models import MODELS, json_schema
+    from .tools import TOOLS
 
-    return {f"{kind}.json": json.dumps(json_schema(kind), indent=2, sort_keys=True) + "\n" for kind in MODELS}
+    out = {f"{kind}.json": json.dumps(json_schema(kind), indent=2, sort_keys=True) + "\n" for kind in MODELS}
+    for name, tool in TOOLS.items():
+        schema = {"$schema": "https://json-schema.org/draft/2020-12/schema", "$id": f"tools/{name}.json",
+                  "title": name, "description": tool.description, **tool.input_schema}
+        out[f"tools/{name}.json"] = json.dumps(schema, indent=2, sort_keys=True) + "\n"
+    return out
 
 
 def write(folder: Path) -> list[Path]:

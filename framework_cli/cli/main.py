@@ -30,7 +30,8 @@ class FwGroup(TyperGroup):
         from typer.exceptions import Abort
 
         args = list(sys.argv[1:] if args is None else args)
-        as_json = json_wanted("--json" in args)
+        # `fw tool call` always answers in JSON, its errors included
+        as_json = json_wanted("--json" in args) or _is_tool_call(args)
         code = 0
         try:
             rv = super().main(args, prog_name or "fw", complete_var, standalone_mode=False, **extra)
@@ -82,7 +83,7 @@ class FwGroup(TyperGroup):
 
 
 # Command groups, each a module of this package with its own Typer app.
-GROUPS = ("home", "resource", "category", "agent")
+GROUPS = ("home", "resource", "category", "agent", "principal", "binding", "run", "tool", "audit")
 
 
 def build_app(only: str | None = None) -> typer.Typer:
@@ -116,6 +117,11 @@ def root(
     as_json: Annotated[bool, typer.Option("--json", help="JSON output for the command that follows.")] = False,
 ) -> None:
     ctx.obj = {"home": home}
+
+
+def _is_tool_call(argv: Sequence[str]) -> bool:
+    words = [a for a in argv if not a.startswith("-")]
+    return requested_group(argv) == "tool" and "call" in words[:3]
 
 
 def requested_group(argv: Sequence[str]) -> str | None:

@@ -183,3 +183,23 @@ def render_deletion(console: Any, doc: dict[str, Any]) -> None:
         return
     console.print("Nothing was deleted. To delete exactly this, run:")
     console.print(f"  {escape(confirm_command(plan))}")
+
+
+@app.command("test")
+def test(ctx: typer.Context, kind: KindArg, reference: RefArg, as_json: JsonOpt = False) -> None:
+    """Check a provider's or MCP server's configuration statically (no network, no process)."""
+    from ..probes import resource_test
+
+    doc = resource_test(home_of(ctx), kind.value, reference)
+    emit(doc, as_json, lambda c: table(c, f"{kind.value} {reference}: {'ok' if doc['ok'] else 'problems found'}", ["check", "ok", "detail"], [[x["name"], x["ok"], x["detail"]] for x in doc["checks"]], "no checks"))
+    if not doc["ok"]:
+        raise typer.Exit(4)
+
+
+@app.command("models")
+def models(ctx: typer.Context, reference: RefArg, as_json: JsonOpt = False) -> None:
+    """List the models a provider serves (GET {base_url}/models with its key)."""
+    from ..probes import provider_models
+
+    doc = provider_models(home_of(ctx), reference)
+    emit(doc, as_json, lambda c: table(c, f"models of {reference}", ["model"], [[m] for m in doc["models"]], "The provider lists no models."))

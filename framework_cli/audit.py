@@ -1,0 +1,78 @@
+"""The audit log: one JSON line a tool call, allowed or refused.
+
+It records the shape of the parameters (keys and value types), never a value: no key, no
+prompt body, no other raw parameter can reach it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import datetime, timezone
+from typing import Any
+
+from .secrets import redact
+from .store import Home
+
+AUDIT_FILE = "audit.jsonl"
+
+
+def shape(value: Any) -> Any:
+    """Keys and value types only: {"kind": "string", "data": {"api_key": "string"}}."""
+    if isinstance(value, dict):
+        return {redact(str(k)): shape(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return f"array[{len(value)}]"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if value is None:
+        return "null"
+    return "string"
+
+
+def record(
+    home: Home,
+    *,
+    caller: str,
+    run_id: str | None,
+    tool: str,
+    params: Any,
+    outcome: str,
+    error_code: str | None = None,
+) -> None:
+    line = {
+        "time": datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+        "caller": caller,
+        "run_id": run_id,
+        "tool": redact(tool)[:200],
+        "params": shape(params),
+        "outcome": outcome,
+        "error": error_code,
+    }
+    data = (json.dumps(line, ensure_ascii=False) + "\n").encode("utf-8")
+    with home.locked():  # one writer at a time; O_APPEND keeps every line whole
+        fd = os.open(home.path(AUDIT_FILE), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def audit_list(home: Home, limit: int = 50) -> dict[str, Any]:
+    if not isinstance(limit, int) or limit < 1:
+        from .errors import FwError
+
+        raise FwError("usage", "--limit must be at least 1", "e.g. --limit 20")
+    text = home.read_text(AUDIT_FILE) or ""
+    entries = []
+    for line in text.splitlines()[-limit:]:
+        try:
+            entries.append(json.loads(line))
+        except ValueError:
+            entries.append({"corrupt_line": True})
+    return {"entries": entries}

@@ -1,0 +1,68 @@
+"""fw binding: which principal runs which agent, and whether it is enabled."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Optional
+
+import typer
+
+from ..identities import agent_bind, agent_set_enabled, agent_unbind, binding_list
+from .common import home_of
+from .output import JsonOpt, emit, table
+
+app = typer.Typer(help="Bind principals to agents; enable, disable and remove bindings.", no_args_is_help=True)
+
+PrincipalArg = Annotated[str, typer.Argument(help="The principal (identity) of the binding.", show_default=False)]
+
+
+@app.command("list")
+def list_(ctx: typer.Context, as_json: JsonOpt = False) -> None:
+    """List bindings."""
+    doc = binding_list(home_of(ctx))
+    columns = ["principal", "agent", "enabled", "directory", "max_rounds", "policy"]
+    emit(doc, as_json, lambda c: table(c, "bindings", columns, [[b.get(k, "CORRUPT" if k == "agent" else None) for k in columns] for b in doc["bindings"]], "No bindings yet. Bind one with `fw binding set PRINCIPAL --agent AGENT`."))
+
+
+def _render(console: Any, doc: dict[str, Any]) -> None:
+    b = doc["binding"]
+    state = "enabled" if b["enabled"] else "disabled"
+    console.print(f"Binding {b['principal']} -> agent {b['agent']}: {state}, policy {b['policy']}, rounds {b['max_rounds'] or 'unlimited'}, in {b['directory']}.")
+    step = doc.get("next_step")
+    if step:
+        console.print(f"Next: {step['command']}")
+
+
+@app.command("set")
+def set_(
+    ctx: typer.Context,
+    principal: PrincipalArg,
+    agent: Annotated[str, typer.Option("--agent", help="The agent it runs.", show_default=False)],
+    directory: Annotated[Optional[str], typer.Option("--directory", help="Working directory (default: the home).")] = None,
+    max_rounds: Annotated[Optional[int], typer.Option("--max-rounds", min=1, help="Model-call rounds per task (default: unlimited).")] = None,
+    policy: Annotated[Optional[str], typer.Option("--policy", help="mentioned (default) or all.")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Create or update a binding. A new binding is enabled; updating a disabled one keeps it disabled."""
+    doc = agent_bind(home_of(ctx), principal, agent, directory, max_rounds, policy)
+    emit(doc, as_json, lambda c: _render(c, doc))
+
+
+@app.command("enable")
+def enable(ctx: typer.Context, principal: PrincipalArg, as_json: JsonOpt = False) -> None:
+    """Enable a binding."""
+    doc = agent_set_enabled(home_of(ctx), principal, True)
+    emit(doc, as_json, lambda c: _render(c, doc))
+
+
+@app.command("disable")
+def disable(ctx: typer.Context, principal: PrincipalArg, as_json: JsonOpt = False) -> None:
+    """Disable a binding: its agent starts no further managed runs."""
+    doc = agent_set_enabled(home_of(ctx), principal, False)
+    emit(doc, as_json, lambda c: _render(c, doc))
+
+
+@app.command("remove")
+def remove(ctx: typer.Context, principal: PrincipalArg, as_json: JsonOpt = False) -> None:
+    """Remove a binding (to decommission an agent, or before deleting it)."""
+    doc = agent_unbind(home_of(ctx), principal)
+    emit(doc, as_json, lambda c: c.print(f"Removed the binding of {principal}."))

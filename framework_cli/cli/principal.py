@@ -1,0 +1,32 @@
+"""fw principal: the identities agents run as."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from ..identities import principal_create, principal_list
+from .common import home_of
+from .output import JsonOpt, emit, table
+
+app = typer.Typer(help="List and create the identities (principals) that agents run as.", no_args_is_help=True)
+
+
+@app.command("list")
+def list_(ctx: typer.Context, as_json: JsonOpt = False) -> None:
+    """List principals and their kind."""
+    doc = principal_list(home_of(ctx))
+    emit(doc, as_json, lambda c: table(c, "principals", ["name", "kind"], [[p["name"], p["kind"] or "CORRUPT"] for p in doc["principals"]], "No principals yet. Create one with `fw principal create NAME --kind agent`."))
+
+
+@app.command("create")
+def create(
+    ctx: typer.Context,
+    name: Annotated[str, typer.Argument(help="The identity's name.", show_default=False)],
+    kind: Annotated[str, typer.Option("--kind", help="user, agent or manager.", show_default=False)],
+    as_json: JsonOpt = False,
+) -> None:
+    """Create an identity. An agent runs as a principal of kind agent once it is bound."""
+    doc = principal_create(home_of(ctx), name, kind)
+    emit(doc, as_json, lambda c: c.print(f"Created principal {name} (kind {kind}). Next: fw binding set {name} --agent AGENT"))

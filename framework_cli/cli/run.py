@@ -1,0 +1,59 @@
+"""fw run: start, show, list and end runs."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Optional
+
+import typer
+
+from ..runs import run_end, run_list, run_show, run_start
+from .common import home_of
+from .output import JsonOpt, emit, table
+
+app = typer.Typer(help="Start, show, list and end runs of agents.", no_args_is_help=True)
+
+RunArg = Annotated[str, typer.Argument(help="The run's id.", show_default=False)]
+
+
+def _render(console: Any, doc: dict[str, Any]) -> None:
+    console.print(f"Run {doc['run_id']} ({doc['mode']}, as {doc['identity']}) of agent {doc['agent']}: {doc['status']}")
+    console.print(f"  fingerprint {doc['fingerprint']}")
+    console.print(f"  lease until {doc['lease_expires_at']}")
+    tools = ", ".join(doc["tools"]) or "none (no group mounted, or the model cannot call tools)"
+    console.print(f"  tools: {tools}")
+
+
+@app.command("start")
+def start(
+    ctx: typer.Context,
+    principal: Annotated[Optional[str], typer.Option("--principal", help="A managed run as this principal (its binding must be enabled).")] = None,
+    agent: Annotated[Optional[str], typer.Option("--agent", help="An explicit run of this agent, as runtime:AGENT.")] = None,
+    lease: Annotated[Optional[int], typer.Option("--lease", metavar="SECONDS", help="How long the run may act (default 3600).")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Start a run: the agent's definition and tools are frozen for the run's whole life."""
+    doc = run_start(home_of(ctx), principal=principal, agent=agent, lease=lease)
+    keys = ("run_id", "mode", "identity", "agent", "fingerprint", "tools", "status", "started_at", "lease_expires_at")
+    emit({k: doc[k] for k in keys}, as_json, lambda c: _render(c, doc))
+
+
+@app.command("show")
+def show(ctx: typer.Context, run_id: RunArg, as_json: JsonOpt = False) -> None:
+    """Show a run's snapshot and status."""
+    doc = run_show(home_of(ctx), run_id)
+    emit(doc, as_json, lambda c: _render(c, doc))
+
+
+@app.command("list")
+def list_(ctx: typer.Context, as_json: JsonOpt = False) -> None:
+    """List runs."""
+    doc = run_list(home_of(ctx))
+    cols = ["run_id", "mode", "identity", "agent", "status", "lease_expires_at"]
+    emit(doc, as_json, lambda c: table(c, "runs", cols, [[r[k] for k in cols] for r in doc["runs"]], "No runs yet. Start one with `fw run start --agent AGENT`."))
+
+
+@app.command("end")
+def end(ctx: typer.Context, run_id: RunArg, as_json: JsonOpt = False) -> None:
+    """End a run: it can make no further calls."""
+    doc = run_end(home_of(ctx), run_id)
+    emit(doc, as_json, lambda c: c.print(f"Run {run_id} has ended."))

@@ -1,0 +1,39 @@
+"""fw tool: list and call the built-in tools, as the Manager or as a run."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Optional
+
+import typer
+
+from ..tools import call_tool, caller_for, list_tools
+from .common import home_of
+from .output import JsonOpt, emit, print_json, read_data_arg, table
+
+app = typer.Typer(help="List and call built-in tools as the Manager (--manager) or as a run (--run RUN).", no_args_is_help=True)
+
+ManagerOpt = Annotated[bool, typer.Option("--manager", help="Call as the Manager: every tool, bare names.")]
+RunOpt = Annotated[Optional[str], typer.Option("--run", metavar="RUN", help="Call as this run: its granted framework_ tools only.")]
+
+
+@app.command("list")
+def list_(ctx: typer.Context, manager: ManagerOpt = False, run: RunOpt = None, as_json: JsonOpt = False) -> None:
+    """List the tools a caller has, with descriptions, risk and input schemas (--json)."""
+    home = home_of(ctx)
+    doc = list_tools(home, caller_for(home, manager, run))
+    emit(doc, as_json, lambda c: table(c, "tools", ["name", "risk", "description"], [[t["name"], t["risk"], t["description"]] for t in doc["tools"]], "No tools: the run's agent mounts no group, or its model cannot call tools."))
+
+
+@app.command("call")
+def call(
+    ctx: typer.Context,
+    tool: Annotated[str, typer.Argument(help="The tool's name (framework_NAME inside a run).", show_default=False)],
+    manager: ManagerOpt = False,
+    run: RunOpt = None,
+    args: Annotated[str, typer.Option("--args", metavar="JSON|@FILE|-", help="The parameters, a JSON object.")] = "{}",
+    as_json: JsonOpt = True,
+) -> None:
+    """Call a tool and print its result as JSON (always JSON, errors included)."""
+    home = home_of(ctx)
+    caller = caller_for(home, manager, run)
+    print_json(call_tool(home, caller, tool, read_data_arg(args, "--args")))

@@ -1,0 +1,90 @@
+"""Checking providers and MCP servers: a static test, and a provider's model list."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from typing import Any
+
+from . import secrets
+from .errors import FwError
+from .kinds import KINDS
+from .resources import find_one, parse_text, resource_read, validate_stored
+from .store import Home
+
+
+def _check(name: str, ok: bool, detail: str) -> dict[str, Any]:
+    return {"name": name, "ok": ok, "detail": detail}
+
+
+def resource_test(home: Home, kind: str, reference: str) -> dict[str, Any]:
+    """Static checks only: the definition, the key source, the command. No network, no process."""
+    if kind not in ("provider", "mcp"):
+        raise FwError("invalid", f"resource_test checks providers and mcps, not {kind!r}", "use kind provider or mcp")
+    spec = KINDS[kind]
+    _, rel = find_one(home, spec, reference)
+    checks = []
+    try:
+        data, _ = parse_text(spec, home.read_text(rel) or "", rel)
+        plain = validate_stored(spec, reference, data, rel)
+        checks.append(_check("definition", True, f"{rel} is valid"))
+    except FwError as exc:
+        checks.append(_check("definition", False, exc.message))
+        return {"ok": False, "checks": checks}
+    stored = secrets.load(home, kind, reference)
+    if kind == "provider":
+        checks.append(_check("base_url", plain["base_url"].startswith(("http://", "https://")), plain["base_url"]))
+        if plain.get("api_key") or stored.get("api_key"):
+            checks.append(_check("api_key", True, "a key is stored under secrets/"))
+        elif plain.get("api_key_env"):
+            var = plain["api_key_env"]
+            present = bool(os.environ.get(var))
+            checks.append(_check("api_key_env", present, f"${var} is {'set' if present else 'not set in this environment'}"))
+        else:
+            checks.append(_check("api_key", False, f"no key: set one with `fw resource write provider {reference} --api-key-stdin`"))
+    else:
+        if plain["transport"] == "stdio":
+            found = shutil.which(plain["command"])
+            checks.append(_check("command", found is not None, found or f"{plain['command']!r} is not on PATH"))
+        else:
+            checks.append(_check("url", plain["url"].startswith(("http://", "https://")), plain["url"]))
+        names = sorted({**(plain.get("env") or {}), **(stored.get("env") or {}), **(plain.get("headers") or {}), **(stored.get("headers") or {})})
+        checks.append(_check("secrets", True, f"{len(names)} secret value(s) stored" if names else "no secret values"))
+    return {"ok": all(c["ok"] for c in checks), "checks": checks}
+
+
+def _api_key(home: Home, reference: str, data: dict[str, Any]) -> str:
+    key = secrets.load(home, "provider", reference).get("api_key")
+    if not key and data.get("api_key_env"):
+        key = os.environ.get(data["api_key_env"])
+        if not key:
+            raise FwError("invalid", f"provider {reference!r} reads its key from ${data['api_key_env']}, which is not set", f"export {data['api_key_env']}=..., or store a key with `fw resource write provider {reference} --api-key-stdin`")
+        secrets.remember(key)
+    if not key:
+        raise FwError("invalid", f"provider {reference!r} has no key", f"set one with `fw resource write provider {reference} --api-key-stdin`")
+    return key
+
+
+def provider_models(home: Home, reference: str, timeout: float = 10.0) -> dict[str, Any]:
+    """GET {base_url}/models with the stored key; the ids of the models it lists."""
+    import httpx
+
+    shown = resource_read(home, "provider", reference)["data"]
+    key = _api_key(home, reference, shown)
+    url = shown["base_url"].rstrip("/") + "/models"
+    try:
+        response = httpx.get(url, headers={"Authorization": f"Bearer {key}"}, timeout=timeout, follow_redirects=False)
+    except httpx.HTTPError as exc:
+        raise FwError("unavailable", f"could not reach {url}: {type(exc).__name__}", "check the provider's base_url and the network") from None
+    if response.status_code != 200:
+        snippet = secrets.redact(response.text[:200].strip())
+        raise FwError("unavailable", f"{url} answered {response.status_code}: {snippet}", "check the key and the base_url")
+    try:
+        payload = response.json()
+        items = payload["data"] if isinstance(payload, dict) else payload
+        if not isinstance(items, list):
+            raise TypeError
+        models = sorted(str(m["id"]) if isinstance(m, dict) else str(m) for m in items)
+    except (ValueError, KeyError, TypeError):
+        raise FwError("unavailable", f"{url} did not answer with a model list", "is base_url an OpenAI-compatible API?") from None
+    return {"models": [secrets.redact(m) for m in models]}

@@ -1,0 +1,184 @@
+"""Runs: a frozen snapshot of an agent, taken when the run starts, that decides its tools.
+
+A run record (`runs/<run_id>.json`) holds the agent's definition as it was, its fingerprint,
+the identity the run acts as, the tools granted and the lease. Later edits of the agent
+change no started run. Every tool call checks the record again: ended, expired or missing
+runs refuse every call.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import secrets as pysecrets
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from .errors import FwError
+from .store import Home
+
+RUNS = "runs"
+RUN_ID_RE = re.compile(r"run-[0-9]{8}T[0-9]{6}-[0-9a-f]{8}")
+DEFAULT_LEASE_SECONDS = 3600
+TOOL_PREFIX = "framework_"
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def _iso(moment: datetime) -> str:
+    return moment.isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def _parse(stamp: str) -> datetime:
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+
+
+def fingerprint(definition: dict[str, Any]) -> str:
+    """sha256 over the canonical JSON of an agent's definition (builtin_tools included)."""
+    canonical = json.dumps(definition, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return "sha256:" + hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def granted_tools(definition: dict[str, Any], tool_call: bool) -> list[str]:
+    """The model-side names a run of this definition may call: every tool of each mounted
+    group, and only when the agent's model can call tools at all."""
+    from .tools import GROUP_TOOLS
+
+    if not tool_call:
+        return []
+    return [TOOL_PREFIX + name for group in definition.get("builtin_tools", []) for name in GROUP_TOOLS.get(group, ())]
+
+
+def _snapshot(home: Home, agent: str) -> tuple[dict[str, Any], bool]:
+    from .resources import resource_read
+
+    try:
+        definition = resource_read(home, "agent", agent)["data"]
+    except FwError as exc:
+        if exc.code == "not_found":
+            raise FwError("not_found", f"no agent named {agent!r}", "see them with `fw agent list`") from None
+        raise
+    tool_call = False
+    if definition.get("model"):
+        try:
+            model = resource_read(home, "model", definition["model"])["data"]
+        except FwError as exc:
+            raise FwError(
+                "invalid",
+                f"agent {agent!r} uses model {definition['model']!r}, which cannot be loaded: {exc.message}",
+                "fix the agent's model first (`fw home check` shows what is wrong)",
+            ) from None
+        tool_call = bool(model.get("capabilities", {}).get("tool_call"))
+    return definition, tool_call
+
+
+def run_start(home: Home, principal: str | None = None, agent: str | None = None, lease: int | None = None) -> dict[str, Any]:
+    from .identities import get_binding
+    from .kinds import check_name
+
+    if (principal is None) == (agent is None):
+        raise FwError("usage", "give exactly one of --principal and --agent", "--principal P starts a managed run, --agent A an explicit one")
+    if lease is not None and (not isinstance(lease, int) or isinstance(lease, bool) or lease < 1):
+        raise FwError("invalid", "the lease must be a whole number of seconds, at least 1", "e.g. --lease 600")
+    with home.locked():
+        if principal is not None:
+            check_name(principal, "principal name")
+            binding = get_binding(home, principal)
+            if binding is None:
+                raise FwError("not_found", f"principal {principal!r} has no binding", f"bind it: `fw binding set {principal} --agent AGENT`")
+            if not binding["enabled"]:
+                raise FwError("denied", f"the binding of {principal!r} is disabled", f"enable it: `fw binding enable {principal}`")
+            mode, identity, agent = "managed", principal, binding["agent"]
+        else:
+            check_name(agent, "agent reference")
+            mode, identity = "explicit", f"runtime:{agent}"
+        assert agent is not None
+        definition, tool_call = _snapshot(home, agent)
+        started = _now()
+        seconds = lease or DEFAULT_LEASE_SECONDS
+        run_id = f"run-{started.strftime('%Y%m%dT%H%M%S')}-{pysecrets.token_hex(4)}"
+        record = {
+            "run_id": run_id,
+            "mode": mode,
+            "identity": identity,
+            "agent": agent,
+            "fingerprint": fingerprint(definition),
+            "definition": definition,
+            "model_tool_call": tool_call,
+            "tools": granted_tools(definition, tool_call),
+            "status": "active",
+            "started_at": _iso(started),
+            "lease_seconds": seconds,
+            "lease_expires_at": _iso(started + timedelta(seconds=seconds)),
+            "ended_at": None,
+        }
+        home.write_text(f"{RUNS}/{run_id}.json", json.dumps(record, indent=2) + "\n")
+    return present(record)
+
+
+def present(record: dict[str, Any]) -> dict[str, Any]:
+    """A run as shown: its record with the status as it stands now (a lapsed lease is `expired`)."""
+    shown = dict(record)
+    if shown["status"] == "active" and _now() >= _parse(shown["lease_expires_at"]):
+        shown["status"] = "expired"
+    return shown
+
+
+def load_run(home: Home, run_id: str) -> dict[str, Any]:
+    if not isinstance(run_id, str) or not RUN_ID_RE.fullmatch(run_id):
+        raise FwError("not_found", f"no run {run_id!r}", "run ids look like run-20261130T120000-1a2b3c4d; see `fw run list`")
+    text = home.read_text(f"{RUNS}/{run_id}.json")
+    if text is None:
+        raise FwError("not_found", f"no run {run_id!r}", "see `fw run list`")
+    try:
+        record = json.loads(text)
+        if not isinstance(record, dict) or record.get("run_id") != run_id:
+            raise ValueError
+    except ValueError:
+        raise FwError("corrupt", f"runs/{run_id}.json is corrupt", "end the run's use: start a new run", path=f"{RUNS}/{run_id}.json") from None
+    return record
+
+
+def active_run(home: Home, run_id: str) -> dict[str, Any]:
+    """The run's record if it may still act; `run_ended` or `lease_expired` otherwise."""
+    record = present(load_run(home, run_id))
+    if record["status"] == "ended":
+        raise FwError("run_ended", f"run {run_id} has ended; it can make no further calls", "start a new run with `fw run start`")
+    if record["status"] == "expired":
+        raise FwError("lease_expired", f"the lease of run {run_id} ran out at {record['lease_expires_at']}", "start a new run with `fw run start`")
+    return record
+
+
+def run_show(home: Home, run_id: str) -> dict[str, Any]:
+    return present(load_run(home, run_id))
+
+
+def run_list(home: Home) -> dict[str, Any]:
+    import os
+
+    runs = []
+    try:
+        names = sorted(n for n in os.listdir(home.path(RUNS)) if n.endswith(".json") and not n.startswith("."))
+    except FileNotFoundError:
+        names = []
+    for name in names:
+        try:
+            record = present(load_run(home, name[:-5]))
+        except FwError:
+            continue
+        runs.append({k: record[k] for k in ("run_id", "mode", "identity", "agent", "status", "started_at", "lease_expires_at", "fingerprint")})
+    return {"runs": runs}
+
+
+def run_end(home: Home, run_id: str) -> dict[str, Any]:
+    """End a run: every later call of it is refused. Ending an ended run changes nothing."""
+    with home.locked():
+        record = load_run(home, run_id)
+        if record["status"] != "ended":
+            record["status"] = "ended"
+            record["ended_at"] = _iso(_now())
+            home.write_text(f"{RUNS}/{run_id}.json", json.dumps(record, indent=2) + "\n")
+    return present(record)

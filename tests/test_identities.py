@@ -1,0 +1,77 @@
+import json
+
+from conftest import fw, fwj, make_basics, snapshot
+
+
+def test_principals_are_created_listed_and_unique(home):
+    assert fwj("principal", "list") == {"principals": []}
+    fwj("principal", "create", "alice", "--kind", "user")
+    fwj("principal", "create", "bot", "--kind", "agent")
+    assert fwj("principal", "list")["principals"] == [{"name": "alice", "kind": "user"}, {"name": "bot", "kind": "agent"}]
+    assert (home / "principals/bot.yaml").read_text() == "kind: agent\n"
+    assert fwj("principal", "create", "bot", "--kind", "agent", code=6)["error"]["code"] == "exists"
+    assert fwj("principal", "create", "eve", "--kind", "robot", code=4)["error"]["code"] == "invalid"
+    assert fwj("principal", "create", "../x", "--kind", "agent", code=4)["error"]["code"] == "invalid"
+
+
+def test_binding_defaults(home):
+    make_basics(with_key=False)
+    fwj("principal", "create", "bot", "--kind", "agent")
+    doc = fwj("binding", "set", "bot", "--agent", "a1")
+    assert doc["enabled"] is True
+    assert doc["binding"] == {"principal": "bot", "agent": "a1", "enabled": True, "directory": str(home), "max_rounds": None, "policy": "mentioned"}
+    assert doc["next_step"]["command"] == "fw run start --principal bot"
+    assert fwj("binding", "list")["bindings"] == [doc["binding"]]
+
+
+def test_an_update_of_a_disabled_binding_keeps_it_disabled(home):
+    make_basics(with_key=False)
+    fwj("agent", "create", "a2", "--model", "m1")
+    fwj("principal", "create", "bot", "--kind", "agent")
+    fwj("binding", "set", "bot", "--agent", "a1", "--max-rounds", "5", "--policy", "all")
+    assert fwj("binding", "disable", "bot")["enabled"] is False
+    doc = fwj("binding", "set", "bot", "--agent", "a2")
+    assert doc["enabled"] is False and doc["binding"]["agent"] == "a2"
+    assert doc["binding"]["max_rounds"] == 5 and doc["binding"]["policy"] == "all"
+    assert doc["next_step"]["tool"] == "agent_set_enabled"
+    assert fwj("binding", "enable", "bot")["enabled"] is True
+
+
+def test_binding_refusals_change_nothing(home):
+    make_basics(with_key=False)
+    fwj("principal", "create", "alice", "--kind", "user")
+    fwj("principal", "create", "bot", "--kind", "agent")
+    before = snapshot(home)
+    assert fwj("binding", "set", "ghost", "--agent", "a1", code=4)["error"]["code"] == "invalid"
+    assert fwj("binding", "set", "bot", "--agent", "ghost", code=4)["error"]["code"] == "invalid"
+    assert fwj("binding", "set", "alice", "--agent", "a1", code=4)["error"]["code"] == "invalid"
+    assert fwj("binding", "set", "bot", "--agent", "a1", "--policy", "sometimes", code=4)["error"]["code"] == "invalid"
+    assert fw("binding", "set", "bot", "--agent", "a1", "--max-rounds", "0", "--json").exit_code == 2
+    assert fwj("binding", "enable", "bot", code=3)["error"]["code"] == "not_found"
+    assert fwj("binding", "remove", "bot", code=3)["error"]["code"] == "not_found"
+    assert snapshot(home) == before
+
+
+def test_a_bound_agent_cannot_be_deleted_until_unbound(home):
+    make_basics(with_key=False)
+    fwj("principal", "create", "bot", "--kind", "agent")
+    fwj("binding", "set", "bot", "--agent", "a1")
+    plan = fwj("resource", "delete", "agent", "a1")
+    assert plan["blocked"] == [{"item": "agent/a1", "reason": "managed", "detail": ["binding/bot"]}]
+    assert fwj("resource", "delete", "agent", "a1", "--confirm", "agent/a1", code=6)["error"]["code"] == "protected"
+    assert fwj("binding", "remove", "bot") == {"principal": "bot", "unbound": True}
+    assert fwj("resource", "delete", "agent", "a1", "--confirm", "agent/a1")["deleted"] == ["agent/a1"]
+    assert fwj("home", "check")["ok"] is True
+
+
+def test_activation_reports_real_bindings(home):
+    make_basics(with_key=False)
+    assert fwj("agent", "show", "a1")["activation"]["enabled"] is False
+    fwj("principal", "create", "bot", "--kind", "agent")
+    fwj("binding", "set", "bot", "--agent", "a1")
+    activation = fwj("resource", "write", "agent", "a1", "--data", '{"description": "x"}')["activation"]
+    assert activation["enabled"] is True and activation["next_steps"] == []
+    assert [b["principal"] for b in activation["bindings"]] == ["bot"]
+    fwj("binding", "disable", "bot")
+    activation = fwj("agent", "show", "a1")["activation"]
+    assert activation["enabled"] is False and activation["next_steps"][0]["tool"] == "agent_set_enabled"
