@@ -83,7 +83,7 @@ class FwGroup(TyperGroup):
 
 
 # Command groups, each a module of this package with its own Typer app.
-GROUPS = ("home", "resource", "category", "agent", "principal", "binding", "run", "tool", "audit")
+GROUPS = ("home", "resource", "category", "agent", "principal", "binding", "run", "tool", "mcp", "audit")
 
 
 def build_app(only: str | None = None) -> typer.Typer:

@@ -1,0 +1,70 @@
+"""`fw mcp serve`: the tool service over MCP (stdio), for the Manager or for one run.
+
+The server lists the caller's tools with their JSON Schemas and passes every call to the
+tool service, which authorises, validates and audits it as for `fw tool call`. Results and
+errors come back as JSON text (and structured content), redacted; a refused call is a tool
+result with isError set, so a model can read why.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from .errors import FwError
+from .secrets import redact
+from .store import Home
+from .tools import Caller, call_tool, list_tools
+
+
+def _result(doc: dict[str, Any], is_error: bool) -> Any:
+    import mcp_types as types
+
+    text = redact(json.dumps(doc, ensure_ascii=False))
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=text)],
+        structured_content=json.loads(text),
+        is_error=is_error,
+    )
+
+
+def build_server(home: Home, caller: Caller) -> Any:
+    import mcp_types as types
+    from mcp.server.lowlevel import Server
+
+    from . import __version__
+
+    async def on_list_tools(ctx: Any, params: Any) -> Any:
+        doc = list_tools(home, caller)
+        return types.ListToolsResult(
+            tools=[types.Tool(name=t["name"], description=t["description"], input_schema=t["input_schema"]) for t in doc["tools"]]
+        )
+
+    async def on_call_tool(ctx: Any, params: Any) -> Any:
+        try:
+            return _result(call_tool(home, caller, params.name, params.arguments if params.arguments is not None else {}), False)
+        except FwError as exc:
+            return _result(exc.to_dict(), True)
+        except Exception as exc:  # never a traceback on the wire
+            error = FwError("internal", f"unexpected error: {type(exc).__name__}", "this is a bug in fw; please report it")
+            return _result(error.to_dict(), True)
+
+    return Server("fw", version=__version__, on_list_tools=on_list_tools, on_call_tool=on_call_tool)
+
+
+def serve(home: Home, caller: Caller) -> None:
+    import anyio
+    from mcp.server.stdio import stdio_server
+
+    if not caller.is_manager:
+        from .runs import load_run
+
+        load_run(home, caller.run_id)  # type: ignore[arg-type]  # a missing run is an error before serving
+
+    server = build_server(home, caller)
+
+    async def main() -> None:
+        async with stdio_server() as (read_stream, write_stream):
+            await server.run(read_stream, write_stream, server.create_initialization_options())
+
+    anyio.run(main)
