@@ -13,7 +13,7 @@ from . import secrets
 from .errors import FwError
 from .kinds import DEFAULT_CATEGORY, KINDS, NAME_RE, KindSpec, check_name, kind_spec
 from .secrets import REDACTED
-from .store import Home
+from .store import NOT_TEXT, Home
 from .yamlio import YamlProblem, fast_load, split_front_matter
 
 MISSING: Any = object()
@@ -51,7 +51,7 @@ def _commented(value: Any) -> Any:
 def parse_text(spec: KindSpec, text: str, rel: str) -> tuple[dict[str, Any], str | None]:
     """(front matter or whole YAML mapping, body) of a resource file; `corrupt` if unreadable."""
     try:
-        if "\x00" in text:
+        if NOT_TEXT in text:
             raise YamlProblem("not a UTF-8 text file", None)
         body = None
         if spec.has_body:
@@ -97,7 +97,7 @@ def load_record(home: Home, kind: str, name: str, rel: str) -> dict[str, Any]:
 
     text = home.read_text(rel)
     try:
-        if text is None or "\x00" in text:
+        if text is None or NOT_TEXT in text:
             raise YamlProblem("the file is missing or not text", None)
         data = fast_load(text) or {}
         if not NAME_RE.fullmatch(name):

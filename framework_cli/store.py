@@ -23,6 +23,9 @@ INDEX_FILE = ".index.json"
 INDEX_VERSION = 3
 SECRETS_DIR = "secrets"
 HOME_MARKER_DIRS = ("providers", "agents")
+# What reading a file that is not UTF-8 text gives: a NUL is never valid YAML or JSON, so
+# every parser reports the file as corrupt instead of reading a mangled version of it.
+NOT_TEXT = "\x00"
 
 
 def resolve_home_path(option: str | None) -> Path:
@@ -91,6 +94,8 @@ class Home:
                 return handle.read()
         except FileNotFoundError:
             return None
+        except UnicodeDecodeError:
+            return NOT_TEXT
 
     def exists(self, rel: str) -> bool:
         return (self.root / rel).exists()
@@ -250,7 +255,7 @@ class Home:
         except (FileNotFoundError, NotADirectoryError):
             text, stamp = None, None
         except UnicodeDecodeError:
-            text = "\x00"  # parse() reports it as corrupt
+            text = NOT_TEXT
         entry = parse(text)
         if stamp is not None:
             index[rel] = [stamp, entry]

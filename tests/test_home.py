@@ -90,3 +90,13 @@ def test_check_does_not_modify_the_home(sample):
     before = snapshot(sample)
     fwj("home", "check")
     assert snapshot(sample) == before
+
+
+def test_files_that_are_not_text_are_corrupt_never_a_crash(home):
+    (home / "agents/default/bin.yaml").write_bytes(b"\xff\xfe\x00model: x\n")
+    (home / "principals/bin.yaml").write_bytes(b"\xff\xfe")
+    for args in (["home", "check"], ["agent", "list"], ["resource", "read", "agent", "bin"], ["agent", "edit", "bin", "--description", "x"], ["principal", "list"]):
+        result = fw(*args, "--json")
+        assert result.exit_code in (0, 4), result
+        assert "internal" not in result.stdout
+    assert (home / "agents/default/bin.yaml").read_bytes() == b"\xff\xfe\x00model: x\n"

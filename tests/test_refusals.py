@@ -101,3 +101,11 @@ def test_help_explains_every_command(home):
         result = fw(*args)
         assert result.exit_code == 0 and "Usage" in result.stdout
     assert "merge patch" in fw("resource", "write", "--help").stdout
+
+
+def test_json_before_the_command_is_json_mode(home):
+    result = fw("--json", "resource", "list", "prompt")
+    assert result.exit_code == 0 and result.json["items"][0]["name"] == "default"
+    assert fw("resource", "list", "prompt").stdout.lstrip()[0] != "{"
+    result = fw("--json", "resource", "read", "prompt", "ghost")
+    assert result.exit_code == 3 and result.json["error"]["code"] == "not_found"

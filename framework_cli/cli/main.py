@@ -10,7 +10,7 @@ import typer
 from typer.core import TyperGroup
 
 from ..errors import FwError
-from .output import emit_error, json_wanted
+from .output import emit_error, json_wanted, set_root_json
 
 
 class FwGroup(TyperGroup):
@@ -30,6 +30,7 @@ class FwGroup(TyperGroup):
         from typer.exceptions import Abort
 
         args = list(sys.argv[1:] if args is None else args)
+        set_root_json(False)
         # `fw tool call` always answers in JSON, its errors included
         as_json = json_wanted("--json" in args) or _is_tool_call(args)
         code = 0
@@ -116,6 +117,9 @@ def root(
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="JSON output for the command that follows.")] = False,
 ) -> None:
+    from .output import set_root_json
+
+    set_root_json(as_json)
     ctx.obj = {"home": home}
 
 

@@ -19,8 +19,16 @@ JsonOpt = Annotated[
 ]
 
 
+_root_json = False  # `fw --json COMMAND`: set by the root callback on every invocation
+
+
+def set_root_json(flag: bool) -> None:
+    global _root_json
+    _root_json = flag
+
+
 def json_wanted(flag: bool = False) -> bool:
-    return flag or os.environ.get("FW_JSON", "") not in ("", "0", "false", "no")
+    return flag or _root_json or os.environ.get("FW_JSON", "") not in ("", "0", "false", "no")
 
 
 def write_out(text: str, *, err: bool = False) -> None:
