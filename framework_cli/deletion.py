@@ -83,7 +83,7 @@ def _referrer_kinds(kind: str, recursive: bool) -> set[str]:
 
 
 def compute_plan(home: Home, kind: str, reference: str, recursive: bool) -> DeletionPlan:
-    from .identities import bindings_of_agent
+    from .identities import AgentBindings
 
     spec = kind_spec(kind)
     check_name(reference, f"{kind} reference")
@@ -124,12 +124,14 @@ def compute_plan(home: Home, kind: str, reference: str, recursive: bool) -> Dele
             )
 
     items = sorted(members, key=lambda i: (DELETE_RANK.get(i.split("/", 1)[0], 2), i))
+    all_bindings = AgentBindings(home) if any(i.startswith("agent/") for i in items) else None
     for entry in items:
         entry_kind, name = entry.split("/", 1)
         if entry_kind == "prompt" and name == DEFAULT_PROMPT:
             blocked.append({"item": entry, "reason": "default_prompt", "detail": "the default prompt is used by agents that name no other and cannot be deleted"})
         if entry_kind == "agent":
-            bindings = bindings_of_agent(home, name)
+            assert all_bindings is not None
+            bindings = all_bindings.of(name)
             managed = [item("binding", b["principal"]) for b in bindings if not b.get("corrupt")]
             if managed:
                 blocked.append({"item": entry, "reason": "managed", "detail": managed})

@@ -53,15 +53,15 @@ def get_principal(home: Home, name: str) -> dict[str, Any] | None:
 
 
 def principal_create(home: Home, name: str, kind: str) -> dict[str, Any]:
-    from .models import dump, validate
-    from .yamlio import rt_dump, to_commented
+    from .models import validate
+    from .resources import edit_record
 
     check_name(name, "principal name")
-    data = dump(validate("principal", {"kind": kind}))
+    validate("principal", {"kind": kind})  # refuse a bad kind before taking the lock
     with home.locked():
         if home.exists(f"{PRINCIPALS}/{name}.yaml"):
             raise FwError("exists", f"principal {name!r} already exists", "see them with `fw principal list`")
-        home.write_text(f"{PRINCIPALS}/{name}.yaml", rt_dump(to_commented(data)))
+        data = edit_record(home, "principal", f"{PRINCIPALS}/{name}.yaml", {"kind": kind})
     return {"principal": {"name": name, "kind": data["kind"]}, "created": True}
 
 
@@ -86,29 +86,39 @@ def binding_list(home: Home) -> dict[str, Any]:
     return {"bindings": items}
 
 
-def get_binding(home: Home, principal: str) -> dict[str, Any] | None:
+def _binding_record(home: Home, principal: str) -> dict[str, Any] | None:
+    """The stored binding (validated; `corrupt` if it is not), or None."""
     from .resources import load_record
 
     rel = f"{BINDINGS}/{principal}.yaml"
-    if not home.exists(rel):
-        return None
-    return _present_binding(home, principal, load_record(home, "binding", principal, rel))
+    return load_record(home, "binding", principal, rel) if home.exists(rel) else None
 
 
-def bindings_of_agent(home: Home, agent: str) -> list[dict[str, Any]]:
-    """Every binding that runs `agent`; a corrupt binding file counts, since it may."""
-    out = []
-    for principal, data, rel in _load_yaml_dir(home, BINDINGS, "binding"):
-        if data is None:
-            out.append({"principal": principal, "corrupt": True, "path": rel})
-        elif data["agent"] == agent:
-            out.append(_present_binding(home, principal, data))
-    return out
+def get_binding(home: Home, principal: str) -> dict[str, Any] | None:
+    record = _binding_record(home, principal)
+    return None if record is None else _present_binding(home, principal, record)
+
+
+class AgentBindings:
+    """Every binding of the home, read once, by the agent it runs. A corrupt binding file
+    might run any agent, so it is reported with every agent's bindings."""
+
+    def __init__(self, home: Home) -> None:
+        self.by_agent: dict[str, list[dict[str, Any]]] = {}
+        self.corrupt: list[dict[str, Any]] = []
+        for principal, data, rel in _load_yaml_dir(home, BINDINGS, "binding"):
+            if data is None:
+                self.corrupt.append({"principal": principal, "corrupt": True, "path": rel})
+            else:
+                self.by_agent.setdefault(data["agent"], []).append(_present_binding(home, principal, data))
+
+    def of(self, agent: str) -> list[dict[str, Any]]:
+        return self.by_agent.get(agent, []) + self.corrupt
 
 
 def activation(home: Home, agent: str) -> dict[str, Any]:
     """Whether an agent will actually run, and what is left to do. Never "ready" by default."""
-    bindings = [b for b in bindings_of_agent(home, agent) if not b.get("corrupt")]
+    bindings = AgentBindings(home).by_agent.get(agent, [])
     enabled = any(b["enabled"] for b in bindings)
     steps: list[dict[str, Any]] = []
     if not bindings:
@@ -158,21 +168,17 @@ def agent_bind(
     max_rounds: int | None = None,
     policy: str | None = None,
 ) -> dict[str, Any]:
-    from .models import dump, validate
-    from .resources import find_one
+    """Create or update a binding. A new one is enabled (directory: the home, rounds:
+    unlimited, policy: mentioned); an update changes only what is given, never `enabled`."""
     from .kinds import KINDS
-    from .yamlio import rt_dump, to_commented
+    from .resources import edit_record, find_one
 
     check_name(principal, "principal name")
     check_name(agent, "agent reference")
     with home.locked():
         who = get_principal(home, principal)
         if who is None:
-            raise FwError(
-                "invalid",
-                f"no principal named {principal!r}",
-                f"create it first: `fw principal create {principal} --kind agent`",
-            )
+            raise FwError("invalid", f"no principal named {principal!r}", f"create it first: `fw principal create {principal} --kind agent`")
         if who["kind"] != "agent":
             raise FwError("invalid", f"principal {principal!r} is a {who['kind']}, not an agent identity", "bind an identity of kind agent")
         try:
@@ -181,47 +187,27 @@ def agent_bind(
             if exc.code != "not_found":
                 raise
             raise FwError("invalid", f"no agent named {agent!r}", "see them with `fw agent list`") from None
-        rel = f"{BINDINGS}/{principal}.yaml"
-        old = get_binding(home, principal)
-        data: dict[str, Any] = {"agent": agent, "enabled": True if old is None else old["enabled"]}
-        stored_dir = old["directory"] if old else None
-        if old and stored_dir == str(home.root):
-            stored_dir = None
-        for key, value, keep in (
-            ("directory", directory, stored_dir),
-            ("max_rounds", max_rounds, old and old["max_rounds"]),
-            ("policy", policy, old and old["policy"]),
-        ):
+        patch: dict[str, Any] = {"agent": agent}
+        if _binding_record(home, principal) is None:
+            patch.update(enabled=True, policy="mentioned")
+        for key, value in (("directory", directory), ("max_rounds", max_rounds), ("policy", policy)):
             if value is not None:
-                data[key] = value
-            elif keep:
-                data[key] = keep
-        data = dump(validate("binding", data))
-        if old is None or _present_binding(home, principal, data) != old:
-            home.write_text(rel, rt_dump(to_commented(data)))
-        binding = _present_binding(home, principal, data)
+                patch[key] = value
+        binding = _present_binding(home, principal, edit_record(home, "binding", f"{BINDINGS}/{principal}.yaml", patch))
     return {"binding": binding, "enabled": binding["enabled"], "next_step": _binding_next_step(principal, binding["enabled"])}
 
 
 def agent_set_enabled(home: Home, principal: str, enabled: bool) -> dict[str, Any]:
+    from .resources import edit_record
+
     check_name(principal, "principal name")
     if not isinstance(enabled, bool):
         raise FwError("invalid", "enabled must be true or false")
-    from .yamlio import rt_dump, to_commented
-
     with home.locked():
-        old = get_binding(home, principal)
-        if old is None:
+        if _binding_record(home, principal) is None:
             raise FwError("not_found", f"principal {principal!r} has no binding", f"bind it first: `fw binding set {principal} --agent AGENT`")
-        if old["enabled"] != enabled:
-            text = home.read_text(f"{BINDINGS}/{principal}.yaml") or ""
-            from .yamlio import rt_load
-
-            doc = rt_load(text) or to_commented({})
-            doc["enabled"] = enabled
-            home.write_text(f"{BINDINGS}/{principal}.yaml", rt_dump(doc))
-        binding = {**old, "enabled": enabled}
-    return {"binding": binding, "enabled": enabled}
+        record = edit_record(home, "binding", f"{BINDINGS}/{principal}.yaml", {"enabled": enabled})
+    return {"binding": _present_binding(home, principal, record), "enabled": enabled}
 
 
 def agent_unbind(home: Home, principal: str) -> dict[str, Any]:

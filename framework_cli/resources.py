@@ -34,9 +34,19 @@ def merge_patch(target: Any, patch: Any) -> Any:
             merge_patch(target[key], value)
         else:
             new = merge_patch({}, value) if isinstance(value, dict) else value
-            if key not in target or target[key] != new or type(target[key]) is not type(new):
+            if key not in target or not _same(target[key], new):
                 target[key] = _commented(new)
     return target
+
+
+def _same(old: Any, new: Any) -> bool:
+    """Equal as JSON values: 1 is not true, but a quoted string equals the plain one (and
+    keeping the stored value keeps its quotes)."""
+    if isinstance(old, bool) != isinstance(new, bool):
+        return False
+    if isinstance(old, list) and isinstance(new, list):
+        return len(old) == len(new) and all(_same(a, b) for a, b in zip(old, new))
+    return bool(old == new)
 
 
 def _commented(value: Any) -> Any:
@@ -107,6 +117,22 @@ def load_record(home: Home, kind: str, name: str, rel: str) -> dict[str, Any]:
         raise FwError("corrupt", f"{rel}: {exc.message}", _fix_hint(rel), path=rel) from None
     except FwError as exc:
         raise FwError("corrupt", f"{rel}: {exc.message}", _fix_hint(rel), path=rel, field=exc.extra.get("field")) from None
+
+
+def edit_record(home: Home, kind: str, rel: str, patch: dict[str, Any]) -> dict[str, Any]:
+    """Merge `patch` into a principal's or binding's file (created if missing), keeping a
+    person's comments; validate; write only if something changed. Caller holds the lock."""
+    from .models import dump, validate
+    from .yamlio import rt_dump, to_plain
+
+    text = home.read_text(rel)
+    doc, _ = load_for_edit(text or "", rel)
+    before = to_plain(doc)
+    merge_patch(doc, patch)
+    plain = dump(validate(kind, to_plain(doc)))
+    if text is None or to_plain(doc) != before:
+        home.write_text(rel, rt_dump(doc))
+    return plain
 
 
 def refs_of(spec: KindSpec, plain: dict[str, Any]) -> list[tuple[str, str]]:
@@ -321,7 +347,7 @@ def resource_write(
                 )
             old_category, old_rel = found[0]
             old_text = home.read_text(old_rel) or ""
-            doc, old_body = _load_for_edit(spec, old_text, old_rel)
+            doc, old_body = load_for_edit(old_text, old_rel, has_body=spec.has_body)
             before = to_plain(doc)
             target_category = category or old_category
             stored_secret = secrets.load(home, kind, reference) if spec.secret_fields else {}
@@ -370,14 +396,14 @@ def resource_write(
     return result
 
 
-def _load_for_edit(spec: KindSpec, text: str, rel: str) -> tuple[Any, str | None]:
+def load_for_edit(text: str, rel: str, *, has_body: bool = False) -> tuple[Any, str | None]:
     """The round-trip document (comments, order and quotes kept) and body of a stored file."""
     from .yamlio import rt_load, to_commented
 
     body = None
     try:
         front = text
-        if spec.has_body:
+        if has_body:
             front, body = split_front_matter(text)
         doc = rt_load(front) if front.strip() else None
     except YamlProblem as exc:

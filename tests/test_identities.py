@@ -75,3 +75,27 @@ def test_activation_reports_real_bindings(home):
     fwj("binding", "disable", "bot")
     activation = fwj("agent", "show", "a1")["activation"]
     assert activation["enabled"] is False and activation["next_steps"][0]["tool"] == "agent_set_enabled"
+
+
+def test_binding_edits_keep_a_hand_written_file(sample):
+    path = sample / "bindings/ops.yaml"
+    original = path.read_text()
+    fwj("binding", "disable", "ops")
+    text = path.read_text()
+    assert text == original.replace("enabled: true", "enabled: false")
+    fwj("binding", "set", "ops", "--agent", "ops", "--max-rounds", "3")
+    assert path.read_text().startswith("# Makes principal")
+    mtime = path.stat().st_mtime_ns
+    fwj("binding", "set", "ops", "--agent", "ops")
+    assert path.stat().st_mtime_ns == mtime  # nothing changed, nothing written
+    assert fwj("binding", "list")["bindings"][0]["max_rounds"] == 3
+
+
+def test_a_corrupt_binding_is_never_overwritten(home):
+    make_basics(with_key=False)
+    fwj("principal", "create", "bot", "--kind", "agent")
+    (home / "bindings/bot.yaml").write_text("agent: a1\nenabled: maybe-not\n")
+    before = snapshot(home)
+    for args in (["binding", "set", "bot", "--agent", "a1"], ["binding", "enable", "bot"], ["run", "start", "--principal", "bot"]):
+        assert fwj(*args, code=4)["error"]["code"] == "corrupt"
+    assert snapshot(home) == before

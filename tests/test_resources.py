@@ -219,3 +219,9 @@ def test_list_of_a_large_home_uses_the_index_and_sees_changes(home):
     (home / "harnesses/default/h06.yaml").unlink()
     items = {i["name"]: i for i in fwj("resource", "list", "harness")["items"]}
     assert items["h05"]["type"] == "changed-by-hand" and "h06" not in items
+
+
+def test_restating_a_quoted_value_keeps_its_quotes(home):
+    (home / "harnesses/default/h1.yaml").write_text("type: 'local'\ncommand: \"run-it\"\n")
+    fwj("resource", "write", "harness", "h1", "--data", '{"type": "local", "command": "run-it", "description": "d"}')
+    assert (home / "harnesses/default/h1.yaml").read_text() == "type: 'local'\ncommand: \"run-it\"\ndescription: d\n"
