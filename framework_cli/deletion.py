@@ -124,21 +124,19 @@ def compute_plan(home: Home, kind: str, reference: str, recursive: bool) -> Dele
             )
 
     items = sorted(members, key=lambda i: (DELETE_RANK.get(i.split("/", 1)[0], 2), i))
-    all_bindings = AgentBindings(home) if any(i.startswith("agent/") for i in items) else None
-    for entry in items:
-        entry_kind, name = entry.split("/", 1)
-        if entry_kind == "prompt" and name == DEFAULT_PROMPT:
-            blocked.append({"item": entry, "reason": "default_prompt", "detail": "the default prompt is used by agents that name no other and cannot be deleted"})
-        if entry_kind == "agent":
-            assert all_bindings is not None
-            bindings = all_bindings.of(name)
-            managed = [item("binding", b["principal"]) for b in bindings if not b.get("corrupt")]
-            if managed:
-                blocked.append({"item": entry, "reason": "managed", "detail": managed})
-            for broken in (b for b in bindings if b.get("corrupt")):
-                blocked.append(
-                    {"item": item("binding", broken["principal"]), "reason": "corrupt", "detail": f"{broken['path']} is corrupt, so whether {entry} is managed cannot be known"}
-                )
+    agents = [i.split("/", 1)[1] for i in items if i.startswith("agent/")]
+    bindings = AgentBindings(home) if agents else None
+    if any(i == item("prompt", DEFAULT_PROMPT) for i in items):
+        blocked.append({"item": item("prompt", DEFAULT_PROMPT), "reason": "default_prompt", "detail": "the default prompt is used by agents that name no other and cannot be deleted"})
+    for name in agents:
+        assert bindings is not None
+        managed = [item("binding", b["principal"]) for b in bindings.by_agent.get(name, [])]
+        if managed:
+            blocked.append({"item": item("agent", name), "reason": "managed", "detail": managed})
+    for broken in bindings.corrupt if bindings else []:
+        blocked.append(
+            {"item": item("binding", broken["principal"]), "reason": "corrupt", "detail": f"{broken['path']} is corrupt, so whether the agents in the plan are managed cannot be known"}
+        )
     return DeletionPlan(target=target, recursive=recursive, items=items, blocked=blocked, users=users)
 
 

@@ -100,8 +100,8 @@ def get_binding(home: Home, principal: str) -> dict[str, Any] | None:
 
 
 class AgentBindings:
-    """Every binding of the home, read once, by the agent it runs. A corrupt binding file
-    might run any agent, so it is reported with every agent's bindings."""
+    """Every binding of the home, read once, by the agent it runs; corrupt binding files
+    apart, since they might run any agent."""
 
     def __init__(self, home: Home) -> None:
         self.by_agent: dict[str, list[dict[str, Any]]] = {}
@@ -111,9 +111,6 @@ class AgentBindings:
                 self.corrupt.append({"principal": principal, "corrupt": True, "path": rel})
             else:
                 self.by_agent.setdefault(data["agent"], []).append(_present_binding(home, principal, data))
-
-    def of(self, agent: str) -> list[dict[str, Any]]:
-        return self.by_agent.get(agent, []) + self.corrupt
 
 
 def activation(home: Home, agent: str) -> dict[str, Any]:

@@ -171,3 +171,11 @@ def test_bad_input_to_delete(graph):
     assert fwj("resource", "delete", "model", "ghost", code=3)["error"]["code"] == "not_found"
     assert fw("resource", "delete", "gizmo", "m1", "--json").exit_code == 2
     assert snapshot(graph) == before
+
+
+def test_a_corrupt_binding_blocks_deleting_agents_once(graph):
+    (graph / "bindings/bot.yaml").write_text("agent: [\n")
+    doc = fwj("resource", "delete", "model", "m1", "--recursive")
+    assert [(b["item"], b["reason"]) for b in doc["blocked"]] == [("binding/bot", "corrupt")]
+    assert fwj("resource", "delete", "harness", "h1", "--recursive", "--confirm", "agent/a1,harness/h1", code=6)["error"]["code"] == "protected"
+    assert fwj("resource", "delete", "provider", "p2")["blocked"] == []
