@@ -31,7 +31,7 @@ def call(
     manager: ManagerOpt = False,
     run: RunOpt = None,
     args: Annotated[str, typer.Option("--args", metavar="JSON|@FILE|-", help="The parameters, a JSON object.")] = "{}",
-    as_json: JsonOpt = True,
+    as_json: Annotated[bool, typer.Option("--json", help="Accepted for symmetry: tool call always prints JSON.", show_default=False)] = True,
 ) -> None:
     """Call a tool and print its result as JSON (always JSON, errors included)."""
     home = home_of(ctx)
