@@ -225,3 +225,14 @@ def test_restating_a_quoted_value_keeps_its_quotes(home):
     (home / "harnesses/default/h1.yaml").write_text("type: 'local'\ncommand: \"run-it\"\n")
     fwj("resource", "write", "harness", "h1", "--data", '{"type": "local", "command": "run-it", "description": "d"}')
     assert (home / "harnesses/default/h1.yaml").read_text() == "type: 'local'\ncommand: \"run-it\"\ndescription: d\n"
+
+
+def test_a_long_human_listing_shows_every_row(home):
+    for i in range(250):
+        (home / f"harnesses/default/h{i:03d}.yaml").write_text(f"type: t{i}\ndescription: number {i}\n")
+    result = fw("resource", "list", "harness")
+    assert result.exit_code == 0
+    lines = result.stdout.splitlines()
+    assert lines[0] == "harnesses (250)"
+    assert sum(1 for l in lines if l.startswith("h")) >= 250
+    assert "number 249" in result.stdout

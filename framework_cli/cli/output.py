@@ -80,11 +80,17 @@ def emit_error(error: FwError, as_json: bool) -> None:
     write_out("\n".join(lines), err=True)
 
 
+BIG_TABLE = 200  # rows; past this a plain text table, since rich lays out every cell
+
+
 def table(console: Any, title: str | None, columns: list[str], rows: list[list[Any]], empty: str) -> None:
     from rich.table import Table
 
     if not rows:
         console.print(empty)
+        return
+    if len(rows) > BIG_TABLE:
+        _plain_table(console, title, columns, rows)
         return
     t = Table(title=title, title_justify="left", header_style="bold")
     for column in columns:
@@ -94,16 +100,30 @@ def table(console: Any, title: str | None, columns: list[str], rows: list[list[A
     console.print(t)
 
 
-def _cell(value: Any) -> str:
-    from rich.markup import escape
+def _plain_table(console: Any, title: str | None, columns: list[str], rows: list[list[Any]]) -> None:
+    """Aligned columns, each cut at 48 characters: fast for thousands of rows."""
+    cells = [columns] + [["" if v is None else _text(v) for v in row] for row in rows]
+    cells = [[c if len(c) <= 48 else c[:47] + "…" for c in row] for row in cells]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(columns))]
+    lines = [f"{title} ({len(rows)})"] if title else []
+    lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in cells]
+    console.file.write("\n".join(lines) + "\n")
 
+
+def _text(value: Any) -> str:
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, list):
-        return escape(", ".join(str(v) for v in value))
+        return ", ".join(str(v) for v in value)
     if isinstance(value, dict):
-        return escape(", ".join(f"{k}={_cell(v)}" for k, v in value.items()))
-    return escape(str(value))
+        return ", ".join(f"{k}={_text(v)}" for k, v in value.items())
+    return str(value)
+
+
+def _cell(value: Any) -> str:
+    from rich.markup import escape
+
+    return escape(_text(value))
 
 
 def read_data_arg(value: str, what: str) -> Any:

@@ -35,7 +35,7 @@ def render_list(console: Any, doc: dict[str, Any]) -> None:
             rows.append([item["name"], item["category"], f"CORRUPT: {item['error']['message']}", *[""] * (len(columns) - 3)])
         else:
             rows.append([item.get(c) for c in columns])
-    table(console, f"{doc['kind']}s", columns, rows, f"No {doc['kind']}s yet. Create one with `fw resource write {doc['kind']} NAME --create --data ...`.")
+    table(console, spec.folder, columns, rows, f"No {spec.folder} yet. Create one with `fw resource write {doc['kind']} NAME --create --data ...`.")
     bad = sum(1 for item in doc["items"] if "error" in item)
     if bad:
         console.print(f"{bad} corrupt file(s): run `fw home check` for details.")
