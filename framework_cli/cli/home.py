@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Annotated, Any, Optional
 
 import typer
@@ -9,7 +10,7 @@ import typer
 from ..errors import FwError
 from ..home import check_home, init_home
 from .common import home_of
-from .output import JsonOpt, emit
+from .output import JsonOpt, emit, json_wanted
 
 app = typer.Typer(help="Create a framework home, or check every file of one.", no_args_is_help=True)
 
@@ -43,7 +44,14 @@ def check(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     """Read every file; report corrupt files (path and field or line) and dangling references.
 
     Exits 0 when the home is clean, 4 when any problem was found."""
-    doc = check_home(home_of(ctx))
+    home = home_of(ctx)
+    if sys.stderr.isatty() and not json_wanted(as_json):
+        from rich.console import Console
+
+        with Console(stderr=True).status("Reading every file of the home…"):
+            doc = check_home(home)
+    else:
+        doc = check_home(home)
 
     def human(console: Any) -> None:
         from rich.markup import escape
