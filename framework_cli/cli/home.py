@@ -60,7 +60,9 @@ def check(ctx: typer.Context, as_json: JsonOpt = False) -> None:
             console.print(f"[red]{problem['code']}[/red] {escape(problem['message'])}")
         for warning in doc["warnings"]:
             console.print(f"[yellow]warning[/yellow] {escape(warning['message'])}")
-        counted = ", ".join(f"{n} {k}" for k, n in doc["counts"].items())
+        from ..kinds import KINDS
+
+        counted = ", ".join(f"{n} {k if n == 1 else KINDS[k].folder}" for k, n in doc["counts"].items())
         if doc["ok"]:
             console.print(f"The home at {escape(doc['home'])} is clean ({counted}).")
         else:
