@@ -75,6 +75,7 @@ def main() -> None:
         start = time.perf_counter()
         dependents = build_home(big, args.agents)
         built = time.perf_counter() - start
+        time.sleep(2.1)  # files changed in the last 2 s are never cached: let the home settle
         plan_cmd = [fw, "--home", str(big), "resource", "delete", "provider", "big", "--recursive", "--json"]
         list_cmd = [fw, "--home", str(sample), "resource", "list", "agent", "--json"]
         cold, out = timed(plan_cmd)

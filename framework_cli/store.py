@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -21,6 +22,7 @@ from .kinds import DEFAULT_CATEGORY, KindSpec
 LOCK_FILE = ".lock"
 INDEX_FILE = ".index.json"
 INDEX_VERSION = 3
+RACY_NS = 2_000_000_000  # files modified this recently are not cached
 SECRETS_DIR = "secrets"
 HOME_MARKER_DIRS = ("providers", "agents")
 # What reading a file that is not UTF-8 text gives: a NUL is never valid YAML or JSON, so
@@ -257,9 +259,14 @@ class Home:
         except UnicodeDecodeError:
             text = NOT_TEXT
         entry = parse(text)
-        if stamp is not None:
+        # A file changed within the last moments could change again without its stamp
+        # changing (coarse file-system clocks, reused inodes), so only settled files are
+        # cached; the others are read again next time (git's "racy clean" rule).
+        if stamp is not None and time.time_ns() - stamp[0] > RACY_NS:
             index[rel] = [stamp, entry]
             self._index_dirty = True
+        else:
+            index.pop(rel, None)
         return entry
 
     def save_index(self) -> None:

@@ -211,12 +211,19 @@ def test_skill_name_must_match_its_reference(home):
 
 
 def test_list_of_a_large_home_uses_the_index_and_sees_changes(home):
+    import os
+
     for i in range(30):
-        (home / f"harnesses/default/h{i:02d}.yaml").write_text(f"type: t{i}\n")
+        path = home / f"harnesses/default/h{i:02d}.yaml"
+        path.write_text(f"type: t{i}\n")
+        os.utime(path, (1_700_000_000, 1_700_000_000))  # settled: old enough to be cached
     first = fwj("resource", "list", "harness")["items"]
-    assert len(first) == 30 and (home / ".index.json").exists()
+    assert len(first) == 30
+    index = json.loads((home / ".index.json").read_text())["files"]
+    assert "harnesses/default/h05.yaml" in index
     (home / "harnesses/default/h05.yaml").write_text("type: changed-by-hand\n")
     (home / "harnesses/default/h06.yaml").unlink()
+    os.utime(home / "harnesses/default/h05.yaml", (1_700_000_000, 1_700_000_000))  # same mtime as before
     items = {i["name"]: i for i in fwj("resource", "list", "harness")["items"]}
     assert items["h05"]["type"] == "changed-by-hand" and "h06" not in items
 
