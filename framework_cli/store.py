@@ -21,7 +21,7 @@ from .kinds import DEFAULT_CATEGORY, KindSpec
 
 LOCK_FILE = ".lock"
 INDEX_FILE = ".index.json"
-INDEX_VERSION = 3
+INDEX_VERSION = 4
 RACY_NS = 2_000_000_000  # files modified this recently are not cached
 SECRETS_DIR = "secrets"
 HOME_MARKER_DIRS = ("providers", "agents")

@@ -24,12 +24,35 @@ def _problem(exc: Exception) -> YamlProblem:
     return YamlProblem(f"{where}{problem}", line)
 
 
+_fast_loader: Any = None
+
+
+def _loader() -> Any:
+    """PyYAML's C loader, reading booleans as YAML 1.2 does (true/false only), like the
+    ruamel.yaml editor: `description: no` is the text "no" whichever of the two reads it."""
+    global _fast_loader
+    if _fast_loader is None:
+        import re
+
+        import yaml
+
+        base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+        bool_tag = "tag:yaml.org,2002:bool"
+        loader = type("FwLoader", (base,), {})
+        loader.yaml_implicit_resolvers = {
+            first: [(tag, rx) for tag, rx in resolvers if tag != bool_tag]
+            for first, resolvers in base.yaml_implicit_resolvers.items()
+        }
+        loader.add_implicit_resolver(bool_tag, re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF"))
+        _fast_loader = loader
+    return _fast_loader
+
+
 def fast_load(text: str) -> Any:
     import yaml
 
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
-        return yaml.load(text, Loader=loader)
+        return yaml.load(text, Loader=_loader())
     except yaml.YAMLError as exc:
         raise _problem(exc) from None
 

@@ -243,3 +243,11 @@ def test_a_long_human_listing_shows_every_row(home):
     assert lines[0] == "harnesses (250)"
     assert sum(1 for l in lines if l.startswith("h")) >= 250
     assert "number 249" in result.stdout
+
+
+def test_yes_and_no_are_text_for_every_reader(home):
+    (home / "harnesses/default/h1.yaml").write_text("type: local\ndescription: no\ncapabilities:\n  tool_calling: true\n")
+    assert fwj("resource", "list", "harness")["items"][0]["description"] == "no"
+    assert fwj("resource", "read", "harness", "h1")["data"]["capabilities"] == {"tool_calling": True}
+    assert fwj("resource", "write", "harness", "h1", "--data", '{"command": "x"}')["data"]["description"] == "no"
+    assert fwj("home", "check")["ok"] is True
