@@ -10,7 +10,8 @@ from .errors import FwError
 from .kinds import BUILTIN_GROUPS
 
 Name = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9_-]{0,62}$", max_length=63)]
-Url = Annotated[str, Field(pattern=r"^https?://[^\s/?#]+\S*$")]
+# No user:password@ in the authority: credentials belong in secrets (a key, or mcp headers).
+Url = Annotated[str, Field(pattern=r"^https?://[^\s/?#@]+(?:[/?#]\S*)?$")]
 EnvName = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
 BuiltinGroup = Literal["resource_management", "task_collaboration", "local_execution"]
 assert set(BuiltinGroup.__args__) == set(BUILTIN_GROUPS)  # type: ignore[attr-defined]

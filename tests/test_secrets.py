@@ -116,3 +116,16 @@ def test_a_key_written_by_hand_is_never_shown_and_moves_on_the_next_write(home):
     assert CANARY in (home / "secrets/provider/hand.json").read_text()
     assert fwj("home", "check")["warnings"] == []
     assert_canary_nowhere(home, outputs)
+
+
+def test_credentials_in_a_url_are_refused(home):
+    before = snapshot(home)
+    for kind, data in (
+        ("provider", {"base_url": f"https://user:{CANARY}@llm.test/v1", "api_key_env": "K"}),
+        ("mcp", {"transport": "http", "url": f"https://u:{CANARY}@mcp.test/x"}),
+    ):
+        result = fw("resource", "write", kind, "x1", "--create", "--json", "--data", json.dumps(data))
+        assert result.exit_code == 4 and result.json["error"]["code"] == "invalid"
+        assert CANARY not in result.output
+    assert snapshot(home) == before
+    fwj("resource", "write", "mcp", "ok1", "--create", "--data", json.dumps({"transport": "http", "url": "https://mcp.test/x?team=a@b"}))
