@@ -158,10 +158,10 @@ def _differences(confirmed: list[str], plan: list[str]) -> dict[str, Any]:
     }
 
 
-def confirm_command(plan: DeletionPlan) -> str:
-    kind, name = plan.target.split("/", 1)
-    recursive = " --recursive" if plan.recursive else ""
-    return f"fw resource delete {kind} {name}{recursive} --confirm {','.join(plan.items)}"
+def confirm_command(target: str, recursive: bool, items: list[str]) -> str:
+    kind, name = target.split("/", 1)
+    flag = " --recursive" if recursive else ""
+    return f"fw resource delete {kind} {name}{flag} --confirm {','.join(items)}"
 
 
 def resource_delete(
@@ -182,7 +182,7 @@ def resource_delete(
             raise FwError(
                 "stale_confirmation",
                 "the confirmation does not match the plan as it stands now; nothing was deleted",
-                f"check the new plan, then confirm it: `{confirm_command(plan)}`",
+                f"check the new plan, then confirm it: `{confirm_command(plan.target, plan.recursive, plan.items)}`",
                 plan=plan.items,
                 blocked=plan.blocked,
                 changes=_differences(confirmed, plan.items),

@@ -8,7 +8,7 @@ from typing import Any
 
 from .errors import FwError
 from .kinds import DEFAULT_CATEGORY, DEFAULT_PROMPT, KINDS
-from .store import HOME_MARKER_DIRS, SECRETS_DIR, Home, resolve_home_path
+from .store import SECRETS_DIR, Home, is_home, resolve_home_path
 
 DEFAULT_PROMPT_TEXT = """---
 description: The default system prompt, used by agents that name no other. It cannot be deleted.
@@ -22,10 +22,10 @@ EXTRA_DIRS = ("principals", "bindings", "runs")
 
 def init_home(path: str | None) -> dict[str, Any]:
     root = resolve_home_path(path)
-    is_home = root.is_dir() and all((root / d).is_dir() for d in HOME_MARKER_DIRS)
+    existing = is_home(root)
     if root.exists() and not root.is_dir():
         raise FwError("exists", f"{str(root)!r} exists and is not a folder", "pick another path")
-    if root.is_dir() and not is_home and any(not p.name.startswith(".") for p in root.iterdir()):
+    if root.is_dir() and not existing and any(not p.name.startswith(".") for p in root.iterdir()):
         raise FwError(
             "exists",
             f"{str(root)!r} is not empty and is not a framework home",
@@ -53,13 +53,13 @@ def init_home(path: str | None) -> dict[str, Any]:
         if not home.locate(KINDS["prompt"], DEFAULT_PROMPT):
             home.write_text(prompt, DEFAULT_PROMPT_TEXT)
             created.append(prompt)
-    return {"home": str(root), "created": created, "initialized": not is_home}
+    return {"home": str(root), "created": created, "initialized": not existing}
 
 
 def check_home(home: Home) -> dict[str, Any]:
     """Read every file of the home; report corrupt files, dangling references and duplicates."""
     from .identities import BINDINGS, PRINCIPALS
-    from .resources import _index_entry, load_record
+    from .resources import index_entry, load_record
 
     problems: list[dict[str, Any]] = []
     warnings: list[dict[str, Any]] = []
@@ -73,7 +73,7 @@ def check_home(home: Home) -> dict[str, Any]:
         counts[kind] = 0
         for category, name, rel in home.resource_files(spec):
             counts[kind] += 1
-            entry = _index_entry(spec, category, name, rel, home.read_text(rel))
+            entry = index_entry(spec, category, name, rel, home.read_text(rel))
             present[kind].add(name)
             if name in seen:
                 problems.append(

@@ -144,7 +144,7 @@ def refs_of(spec: KindSpec, plain: dict[str, Any]) -> list[tuple[str, str]]:
     return out
 
 
-def _index_entry(spec: KindSpec, category: str, name: str, rel: str, text: str | None) -> dict[str, Any]:
+def index_entry(spec: KindSpec, category: str, name: str, rel: str, text: str | None) -> dict[str, Any]:
     """What the index keeps of one file: summary, references, or why it is corrupt.
     Never a secret value: the index lives outside secrets/."""
     entry: dict[str, Any] = {"name": name, "category": category, "path": rel}
@@ -167,7 +167,7 @@ def scan(home: Home, kind: str, category: str | None = None) -> list[dict[str, A
     spec = KINDS[kind]
     out = []
     for cat, name, rel in home.resource_files(spec, category):
-        entry = home.cached(rel, lambda text, c=cat, n=name, r=rel: _index_entry(spec, c, n, r, text))
+        entry = home.cached(rel, lambda text, c=cat, n=name, r=rel: index_entry(spec, c, n, r, text))
         out.append(entry)
     home.save_index()
     return out

@@ -30,6 +30,10 @@ HOME_MARKER_DIRS = ("providers", "agents")
 NOT_TEXT = "\x00"
 
 
+def is_home(root: Path) -> bool:
+    return root.is_dir() and all((root / d).is_dir() for d in HOME_MARKER_DIRS)
+
+
 def resolve_home_path(option: str | None) -> Path:
     raw = option or os.environ.get("FW_HOME") or str(Path.home() / ".fw")
     return Path(raw).expanduser()
@@ -48,7 +52,7 @@ class Home:
     @classmethod
     def open(cls, option: str | None = None) -> Home:
         root = resolve_home_path(option)
-        if not root.is_dir() or not all((root / d).is_dir() for d in HOME_MARKER_DIRS):
+        if not is_home(root):
             where = "is not a framework home" if root.exists() else "does not exist"
             raise FwError(
                 "not_found",

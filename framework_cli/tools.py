@@ -12,8 +12,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from .deletion import resource_delete
 from .errors import FwError
+from .identities import agent_bind, agent_set_enabled, agent_unbind, binding_list, principal_create, principal_list
 from .kinds import BUILTIN_GROUPS, KIND_NAMES
+from .probes import provider_models, resource_test
+from .resources import category_create, category_delete, category_list, resource_list, resource_read, resource_write
 from .runs import TOOL_PREFIX
 from .store import Home
 
@@ -54,70 +58,8 @@ class Tool:
     handler: Callable[[Home, Caller, dict[str, Any]], dict[str, Any]]
 
 
-# -- handlers: each calls the one function the matching CLI command calls ------------------
-def _resource_list(home: Home, caller: Caller, a: dict[str, Any]) -> dict[str, Any]:
-    from .resources import resource_list
-
-    return resource_list(home, a["kind"], a.get("category"))
-
-
-def _resource_read(home: Home, caller: Caller, a: dict[str, Any]) -> dict[str, Any]:
-    from .resources import resource_read
-
-    return resource_read(home, a["kind"], a["reference"])
-
-
-def _resource_write(home: Home, caller: Caller, a: dict[str, Any]) -> dict[str, Any]:
-    from .resources import resource_write
-
-    return resource_write(home, a["kind"], a["reference"], a["data"], create=a["create"], category=a.get("category"))
-
-
-def _resource_delete(home: Home, caller: Caller, a: dict[str, Any]) -> dict[str, Any]:
-    from .deletion import resource_delete
-
-    return resource_delete(home, a["kind"], a["reference"], recursive=a.get("recursive", False), confirm=a.get("confirm"))
-
-
-def _provider_models(home: Home, caller: Caller, a: dict[str, Any]) -> dict[str, Any]:
-    from .probes import provider_models
-
-    return provider_models(home, a["reference"])
-
-
-def _resource_test(home: Home, caller: Caller, a: dict[str, Any]) -> dict[str, Any]:
-    from .probes import resource_test
-
-    return resource_test(home, a["kind"], a["reference"])
-
-
-def _category_list(home: Home, caller: Caller, a: dict[str, Any]) -> dict[str, Any]:
-    from .resources import category_list
-
-    return category_list(home, a["kind"])
-
-
-def _category_create(home: Home, caller: Caller, a: dict[str, Any]) -> dict[str, Any]:
-    from .resources import category_create
-
-    return category_create(home, a["kind"], a["category"])
-
-
-def _category_delete(home: Home, caller: Caller, a: dict[str, Any]) -> dict[str, Any]:
-    from .resources import category_delete
-
-    return category_delete(home, a["kind"], a["category"])
-
-
-def _principal_list(home: Home, caller: Caller, a: dict[str, Any]) -> dict[str, Any]:
-    from .identities import principal_list
-
-    return principal_list(home)
-
-
+# -- handlers: each is the one function the matching CLI command calls -------------------
 def _principal_create(home: Home, caller: Caller, a: dict[str, Any]) -> dict[str, Any]:
-    from .identities import principal_create
-
     if not caller.is_manager and a["kind"] != "agent":
         raise FwError(
             "denied",
@@ -127,75 +69,51 @@ def _principal_create(home: Home, caller: Caller, a: dict[str, Any]) -> dict[str
     return principal_create(home, a["name"], a["kind"])
 
 
-def _binding_list(home: Home, caller: Caller, a: dict[str, Any]) -> dict[str, Any]:
-    from .identities import binding_list
-
-    return binding_list(home)
-
-
-def _agent_bind(home: Home, caller: Caller, a: dict[str, Any]) -> dict[str, Any]:
-    from .identities import agent_bind
-
-    return agent_bind(home, a["principal"], a["agent"], a.get("directory"), a.get("max_rounds"), a.get("policy"))
-
-
-def _agent_set_enabled(home: Home, caller: Caller, a: dict[str, Any]) -> dict[str, Any]:
-    from .identities import agent_set_enabled
-
-    return agent_set_enabled(home, a["principal"], a["enabled"])
-
-
-def _agent_unbind(home: Home, caller: Caller, a: dict[str, Any]) -> dict[str, Any]:
-    from .identities import agent_unbind
-
-    return agent_unbind(home, a["principal"])
-
-
 RM = "resource_management"
 _TOOLS = [
     Tool("resource_list", RM, "read",
          "List the resources of one kind (provider, model, prompt, skill, mcp, harness, agent) with a short summary of each. Secret values are never shown.",
-         _obj(["kind"], kind=KIND, category={**NAME, "description": "only this category"}), _resource_list),
+         _obj(["kind"], kind=KIND, category={**NAME, "description": "only this category"}), lambda h, c, a: resource_list(h, a["kind"], a.get("category"))),
     Tool("resource_read", RM, "read",
          "Read one resource's definition, and the text (body) of a prompt or skill. A provider shows api_key_set, never its key.",
-         _obj(["kind", "reference"], kind=KIND, reference=NAME), _resource_read),
+         _obj(["kind", "reference"], kind=KIND, reference=NAME), lambda h, c, a: resource_read(h, a["kind"], a["reference"])),
     Tool("resource_write", RM, "write",
          "Create a resource (create=true: data is the whole definition, the name must be new) or update one (create=false: data is a JSON merge patch; null removes a field). A prompt's or skill's text is data.body. A provider's key goes in data.api_key and is stored as a secret. For an agent the result says whether it is enabled and what to do next.",
          _obj(["kind", "reference", "create", "data"], kind=KIND, reference=NAME, create={"type": "boolean"},
-              data={"type": "object"}, category={**NAME, "description": "category to place or move it in"}), _resource_write),
+              data={"type": "object"}, category={**NAME, "description": "category to place or move it in"}), lambda h, c, a: resource_write(h, a["kind"], a["reference"], a["data"], create=a["create"], category=a.get("category"))),
     Tool("resource_delete", RM, "dangerous",
          "Delete a resource in two calls. Without confirm: returns the plan (the target and, with recursive, everything that uses it, users first) and what blocks it; nothing is deleted. Then call again with confirm equal to the plan's items in the same order to delete exactly those. A changed home makes the confirmation stale and nothing is deleted.",
          _obj(["kind", "reference"], kind=KIND, reference=NAME, recursive={"type": "boolean"},
               confirm={"anyOf": [{"type": "array", "items": {"type": "string"}}, {"type": "string"}],
-                       "description": "the plan's items, in the plan's order"}), _resource_delete),
+                       "description": "the plan's items, in the plan's order"}), lambda h, c, a: resource_delete(h, a["kind"], a["reference"], recursive=a.get("recursive", False), confirm=a.get("confirm"))),
     Tool("provider_models", RM, "read",
          "Ask a provider which models it serves (GET {base_url}/models with its stored key). No inference is run.",
-         _obj(["reference"], reference=NAME), _provider_models),
+         _obj(["reference"], reference=NAME), lambda h, c, a: provider_models(h, a["reference"])),
     Tool("resource_test", RM, "read",
          "Check a provider's or MCP server's configuration statically: no network call, no process started.",
-         _obj(["kind", "reference"], kind={"type": "string", "enum": ["provider", "mcp"]}, reference=NAME), _resource_test),
+         _obj(["kind", "reference"], kind={"type": "string", "enum": ["provider", "mcp"]}, reference=NAME), lambda h, c, a: resource_test(h, a["kind"], a["reference"])),
     Tool("resource_category_list", RM, "read", "List the categories of a kind, default first.",
-         _obj(["kind"], kind=KIND), _category_list),
+         _obj(["kind"], kind=KIND), lambda h, c, a: category_list(h, a["kind"])),
     Tool("resource_category_create", RM, "write", "Create an empty category for a kind.",
-         _obj(["kind", "category"], kind=KIND, category=NAME), _category_create),
+         _obj(["kind", "category"], kind=KIND, category=NAME), lambda h, c, a: category_create(h, a["kind"], a["category"])),
     Tool("resource_category_delete", RM, "dangerous", "Delete an empty category other than default.",
-         _obj(["kind", "category"], kind=KIND, category=NAME), _category_delete),
+         _obj(["kind", "category"], kind=KIND, category=NAME), lambda h, c, a: category_delete(h, a["kind"], a["category"])),
     Tool("principal_list", RM, "read", "List the identities (principals) agents run as, with their kind.",
-         _obj([]), _principal_list),
+         _obj([]), lambda h, c, a: principal_list(h)),
     Tool("principal_create", RM, "write",
          "Create an identity. Inside a run only kind agent is allowed; user and manager identities are for the Manager.",
          _obj(["name", "kind"], name=NAME, kind={"type": "string", "enum": ["user", "agent", "manager"]}), _principal_create),
     Tool("binding_list", RM, "read", "List the bindings: which principal runs which agent, enabled or not, and how.",
-         _obj([]), _binding_list),
+         _obj([]), lambda h, c, a: binding_list(h)),
     Tool("agent_bind", RM, "write",
          "Bind a principal (kind agent) to an agent. A new binding is enabled, runs in the home's folder, with unlimited rounds and policy mentioned. Updating a disabled binding keeps it disabled.",
          _obj(["principal", "agent"], principal=NAME, agent=NAME, directory={"type": "string", "minLength": 1},
-              max_rounds={"type": ["integer", "null"], "minimum": 1}, policy={"type": "string", "enum": ["mentioned", "all"]}), _agent_bind),
+              max_rounds={"type": ["integer", "null"], "minimum": 1}, policy={"type": "string", "enum": ["mentioned", "all"]}), lambda h, c, a: agent_bind(h, a["principal"], a["agent"], a.get("directory"), a.get("max_rounds"), a.get("policy"))),
     Tool("agent_set_enabled", RM, "write", "Enable or disable a principal's binding. Disabling stops its later managed runs.",
-         _obj(["principal", "enabled"], principal=NAME, enabled={"type": "boolean"}), _agent_set_enabled),
+         _obj(["principal", "enabled"], principal=NAME, enabled={"type": "boolean"}), lambda h, c, a: agent_set_enabled(h, a["principal"], a["enabled"])),
     Tool("agent_unbind", RM, "dangerous",
          "Remove a principal's binding (for decommissioning, or before deleting its agent); to pause an agent, disable it instead.",
-         _obj(["principal"], principal=NAME), _agent_unbind),
+         _obj(["principal"], principal=NAME), lambda h, c, a: agent_unbind(h, a["principal"])),
 ]
 
 TOOLS: dict[str, Tool] = {t.name: t for t in _TOOLS}

@@ -6,7 +6,6 @@ from __future__ import annotations
 import io
 from typing import Any
 
-from .errors import FwError
 
 
 class YamlProblem(Exception):
@@ -132,16 +131,3 @@ def join_front_matter(front: str, body: str) -> str:
     if front and not front.endswith("\n"):
         front += "\n"
     return f"{FENCE}\n{front}{FENCE}\n{body}"
-
-
-def parse_json_arg(text: str, what: str) -> Any:
-    import json
-
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise FwError(
-            "usage",
-            f"{what} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}",
-            "pass a JSON object, e.g. '{\"description\": \"...\"}', @FILE or - for stdin",
-        ) from None

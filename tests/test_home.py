@@ -1,5 +1,3 @@
-import json
-import os
 
 from conftest import SAMPLE_HOME, fw, fwj, snapshot
 

@@ -4,7 +4,6 @@ import json
 import os
 
 import anyio
-import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 

@@ -1,5 +1,4 @@
 import json
-import os
 import stat
 
 from conftest import CANARY, fw, fw_proc, fwj, snapshot

@@ -7,7 +7,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from ..errors import FwError
+from ..errors import EXIT_CODES
 from ..home import check_home, init_home
 from .common import home_of
 from .output import JsonOpt, emit, json_wanted
@@ -70,4 +70,4 @@ def check(ctx: typer.Context, as_json: JsonOpt = False) -> None:
 
     emit(doc, as_json, human)
     if not doc["ok"]:
-        raise typer.Exit(FwError("corrupt", "").exit_code)
+        raise typer.Exit(EXIT_CODES["corrupt"])

@@ -40,17 +40,11 @@ class FwGroup(TyperGroup):
         except FwError as exc:
             emit_error(exc, as_json)
             code = exc.exit_code
-        except NoArgsIsHelpError as exc:
-            if as_json:
-                emit_error(FwError("usage", exc.format_message(), "run `fw --help`"), True)
-                code = 2
-            else:
-                typer.echo(exc.ctx.get_help() if exc.ctx else "")
-                code = 0
         except UsageError as exc:
             command = exc.ctx.command_path if exc.ctx else "fw"
-            if exc.ctx is not None and exc.message == "Missing command." and not as_json:
-                typer.echo(exc.ctx.get_help())  # `fw resource` alone: show what it can do
+            no_command = isinstance(exc, NoArgsIsHelpError) or exc.message == "Missing command."
+            if no_command and exc.ctx is not None and not as_json:
+                typer.echo(exc.ctx.get_help())  # `fw` or `fw resource` alone: show what it can do
                 code = 0
             else:
                 message = exc.format_message().replace("Value error, ", "")

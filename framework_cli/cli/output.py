@@ -59,9 +59,9 @@ def rich_text(render: Callable[[Any], None], *, err: bool = False) -> None:
     write_out(buf.getvalue(), err=err)
 
 
-def emit(doc: Any, as_json: bool, human: Callable[[Any], None] | None = None) -> None:
+def emit(doc: Any, as_json: bool, human: Callable[[Any], None]) -> None:
     """Print a result: the document itself in JSON mode, `human(console)` otherwise."""
-    if json_wanted(as_json) or human is None:
+    if json_wanted(as_json):
         print_json(doc)
     else:
         rich_text(human)
@@ -128,8 +128,6 @@ def _cell(value: Any) -> str:
 
 def read_data_arg(value: str, what: str) -> Any:
     """JSON given inline, as @FILE, or as - (standard input)."""
-    from ..yamlio import parse_json_arg
-
     if value == "-":
         text = sys.stdin.read()
     elif value.startswith("@"):
@@ -140,4 +138,11 @@ def read_data_arg(value: str, what: str) -> Any:
             raise FwError("usage", f"cannot read {what} file {value[1:]!r}: {exc.strerror}", "check the path after @") from None
     else:
         text = value
-    return parse_json_arg(text, what)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise FwError(
+            "usage",
+            f"{what} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}",
+            "pass a JSON object, e.g. '{\"description\": \"...\"}', @FILE or - for stdin",
+        ) from None

@@ -7,7 +7,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from ..errors import FwError
+from ..errors import EXIT_CODES, FwError
 from ..kinds import KINDS
 from ..resources import resource_list, resource_read, resource_write
 from .common import KindArg, home_of
@@ -154,35 +154,31 @@ def render_deletion(console: Any, doc: dict[str, Any]) -> None:
         return
     from rich.tree import Tree
 
-    from ..deletion import DeletionPlan, confirm_command
+    from ..deletion import confirm_command, unblock_hint
 
-    plan = DeletionPlan(doc["target"], doc["recursive"], doc["plan"], doc["blocked"])
-    in_plan = set(plan.items)
-    users = doc["dependents"]
-    tree = Tree(f"[bold]{escape(plan.target)}[/bold]")
+    items, blocked, users = doc["plan"], doc["blocked"], doc["dependents"]  # users: within the plan
+    tree = Tree(f"[bold]{escape(doc['target'])}[/bold]")
 
     def grow(node: Any, entry: str, seen: frozenset[str]) -> None:
         for user in users.get(entry, []):
-            if user in in_plan and user not in seen:
+            if user not in seen:
                 grow(node.add(escape(user)), user, seen | {user})
 
-    grow(tree, plan.target, frozenset({plan.target}))
-    n = len(plan.items)
-    verb = "would be deleted once unblocked" if plan.blocked else "will be deleted"
-    console.print(f"Plan: {n} resource{'s' if n != 1 else ''} {verb}, in this order: {escape(', '.join(plan.items))}")
+    grow(tree, doc["target"], frozenset({doc["target"]}))
+    n = len(items)
+    verb = "would be deleted once unblocked" if blocked else "will be deleted"
+    console.print(f"Plan: {n} resource{'s' if n != 1 else ''} {verb}, in this order: {escape(', '.join(items))}")
     console.print(tree)
-    if plan.blocked:
-        console.print(f"[red]Blocked[/red] ({len(plan.blocked)}): nothing can be deleted until this is resolved.")
-        for block in plan.blocked:
+    if blocked:
+        console.print(f"[red]Blocked[/red] ({len(blocked)}): nothing can be deleted until this is resolved.")
+        for block in blocked:
             detail = block["detail"]
             detail = ", ".join(detail) if isinstance(detail, list) else detail
             console.print(f"  {escape(block['item'])}: {block['reason']} ({escape(str(detail))})")
-        from ..deletion import unblock_hint
-
-        console.print(f"Hint: {escape(unblock_hint(plan.blocked[0]))}")
+        console.print(f"Hint: {escape(unblock_hint(blocked[0]))}")
         return
     console.print("Nothing was deleted. To delete exactly this, run:")
-    console.print(f"  {escape(confirm_command(plan))}")
+    console.print(f"  {escape(confirm_command(doc['target'], doc['recursive'], items))}")
 
 
 @app.command("test")
@@ -193,7 +189,7 @@ def test(ctx: typer.Context, kind: KindArg, reference: RefArg, as_json: JsonOpt 
     doc = resource_test(home_of(ctx), kind.value, reference)
     emit(doc, as_json, lambda c: table(c, f"{kind.value} {reference}: {'ok' if doc['ok'] else 'problems found'}", ["check", "ok", "detail"], [[x["name"], x["ok"], x["detail"]] for x in doc["checks"]], "no checks"))
     if not doc["ok"]:
-        raise typer.Exit(4)
+        raise typer.Exit(EXIT_CODES["invalid"])
 
 
 @app.command("models")

@@ -33,8 +33,7 @@ def start(
 ) -> None:
     """Start a run: the agent's definition and tools are frozen for the run's whole life."""
     doc = run_start(home_of(ctx), principal=principal, agent=agent, lease=lease)
-    keys = ("run_id", "mode", "identity", "agent", "fingerprint", "tools", "status", "started_at", "lease_expires_at")
-    emit({k: doc[k] for k in keys}, as_json, lambda c: _render(c, doc))
+    emit(doc, as_json, lambda c: _render(c, doc))
 
 
 @app.command("show")
