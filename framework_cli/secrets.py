@@ -32,16 +32,6 @@ def redact(text: str) -> str:
     return text
 
 
-def redact_data(data: Any) -> Any:
-    if isinstance(data, str):
-        return redact(data)
-    if isinstance(data, dict):
-        return {redact(str(k)): redact_data(v) for k, v in data.items()}
-    if isinstance(data, list):
-        return [redact_data(v) for v in data]
-    return data
-
-
 def _rel(kind: str, name: str) -> str:
     return f"{SECRETS_DIR}/{kind}/{name}.json"
 

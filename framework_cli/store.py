@@ -278,7 +278,7 @@ class Home:
         if not self._index_dirty or self._index is None:
             return
         self._index_dirty = False
-        live = {rel: v for rel, v in self._index.items() if (self.root / rel).exists()}
+        live = {rel: v for rel, v in self._index.items() if os.path.exists(f"{self._root}/{rel}")}
         text = json.dumps({"version": INDEX_VERSION, "files": live}, separators=(",", ":"))
         import tempfile
 
