@@ -34,6 +34,16 @@ def shape(value: Any) -> Any:
     return "string"
 
 
+def _run_id(run_id: str | None) -> str | None:
+    """The run id as given, if it is one; anything else (a typo, a pasted key, a megabyte)
+    is recorded as a marker, never raw."""
+    from .runs import RUN_ID_RE
+
+    if run_id is None or RUN_ID_RE.fullmatch(run_id):
+        return run_id
+    return "(malformed)"
+
+
 def record(
     home: Home,
     *,
@@ -47,7 +57,7 @@ def record(
     line = {
         "time": datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
         "caller": caller,
-        "run_id": run_id,
+        "run_id": _run_id(run_id),
         "tool": redact(tool)[:200],
         "params": shape(params),
         "outcome": outcome,
@@ -72,7 +82,8 @@ def audit_list(home: Home, limit: int = 50) -> dict[str, Any]:
     entries = []
     for line in text.splitlines()[-limit:]:
         try:
-            entries.append(json.loads(line))
+            entry = json.loads(line)
         except ValueError:
-            entries.append({"corrupt_line": True})
+            entry = None
+        entries.append(entry if isinstance(entry, dict) else {"corrupt_line": True})
     return {"entries": entries}

@@ -31,7 +31,18 @@ def init_home(path: str | None) -> dict[str, Any]:
             f"{str(root)!r} is not empty and is not a framework home",
             "pick an empty or new folder",
         )
-    root.mkdir(parents=True, exist_ok=True)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        return _fill_home(root, existing)
+    except OSError as exc:
+        raise FwError(
+            "invalid",
+            f"cannot create a framework home at {str(root)!r}: {exc.strerror or type(exc).__name__}",
+            "pick a path inside a folder you can write to",
+        ) from None
+
+
+def _fill_home(root: Path, existing: bool) -> dict[str, Any]:
     home = Home(root)
     created: list[str] = []
     with home.locked():
@@ -140,7 +151,26 @@ def check_home(home: Home) -> dict[str, Any]:
                 problems.append(
                     {"code": "dangling", "path": rel, "message": f"binding {name!r} has no principal {name!r}", "reference": f"principal/{name}"}
                 )
+    _check_secrets(home, problems)
+    _check_runs(home, problems)
     return {"home": str(home.root), "ok": not problems, "problems": problems, "warnings": warnings, "counts": counts}
+
+
+def _check_secrets(home: Home, problems: list[dict[str, Any]]) -> None:
+    from . import secrets
+
+    for kind, name in secrets.stored(home):
+        damaged = secrets.problem(home, kind, name)
+        if damaged:
+            problems.append({"code": "corrupt", "path": damaged["path"], "message": damaged["message"]})
+
+
+def _check_runs(home: Home, problems: list[dict[str, Any]]) -> None:
+    from .runs import run_list
+
+    for run in run_list(home)["runs"]:
+        if "error" in run:
+            problems.append({"code": "corrupt", "path": run["error"]["path"], "message": run["error"]["message"]})
 
 
 def _yaml_files(folder: Path) -> list[str]:
@@ -161,7 +191,7 @@ def _stray_files(home: Home, spec: Any, warnings: list[dict[str, Any]]) -> None:
             if spec.layout == "skill":
                 stray = not entry.is_dir()  # a folder without SKILL.md is reported as corrupt
             else:
-                stray = not (entry.is_file() and entry.name.endswith(suffix or ""))
+                stray = not entry.name.endswith(suffix or "")  # a folder named so is reported as corrupt
             if stray:
                 rel = f"{spec.folder}/{category}/{entry.name}"
                 warnings.append({"code": "stray", "path": rel, "message": f"{rel} is not a {spec.name} file and is ignored"})

@@ -6,7 +6,7 @@ import os
 from typing import Any
 
 from .errors import FwError
-from .kinds import check_name
+from .kinds import check_name, is_reserved
 from .store import Home
 
 PRINCIPALS = "principals"
@@ -57,6 +57,13 @@ def principal_create(home: Home, name: str, kind: str) -> dict[str, Any]:
     from .resources import edit_record
 
     check_name(name, "principal name")
+    if is_reserved(name):
+        raise FwError(
+            "invalid",
+            f"the principal name {name!r} is reserved",
+            "'manager' and names starting with 'runtime' name the Manager and explicit runs in the audit; pick another name",
+            field="name",
+        )
     validate("principal", {"kind": kind})  # refuse a bad kind before taking the lock
     with home.locked():
         if home.exists(f"{PRINCIPALS}/{name}.yaml"):

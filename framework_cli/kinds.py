@@ -113,3 +113,9 @@ def check_name(name: object, what: str = "name") -> str:
             "names are 1-63 characters of a-z, 0-9, '_' and '-', starting with a letter or digit",
         )
     return name
+
+
+def is_reserved(principal: str) -> bool:
+    """`manager` and `runtime*` name the Manager and explicit runs (`runtime:AGENT`) in the
+    audit; an identity of that name would make the audit's caller ambiguous."""
+    return principal == "manager" or principal.startswith("runtime")

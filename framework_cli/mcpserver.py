@@ -35,7 +35,12 @@ def build_server(home: Home, caller: Caller) -> Any:
     from . import __version__
 
     async def on_list_tools(ctx: Any, params: Any) -> Any:
-        doc = list_tools(home, caller)
+        from mcp.shared.exceptions import MCPError
+
+        try:
+            doc = list_tools(home, caller)
+        except FwError as exc:  # the run ended or expired while serving: it lists nothing
+            raise MCPError(-32000, redact(exc.message), exc.to_dict()) from None
         return types.ListToolsResult(
             tools=[types.Tool(name=t["name"], description=t["description"], input_schema=t["input_schema"]) for t in doc["tools"]]
         )
@@ -52,19 +57,56 @@ def build_server(home: Home, caller: Caller) -> Any:
     return Server("fw", version=__version__, on_list_tools=on_list_tools, on_call_tool=on_call_tool)
 
 
+DRAIN_SECONDS = 120  # how long answers to calls already read may take once input has closed
+
+
 def serve(home: Home, caller: Caller) -> None:
     import anyio
     from mcp.server.stdio import stdio_server
 
     if not caller.is_manager:
-        from .runs import load_run
+        from .runs import active_run
 
-        load_run(home, caller.run_id)  # type: ignore[arg-type]  # a missing run is an error before serving
+        active_run(home, caller.run_id)  # type: ignore[arg-type]  # a missing or ended run is an error before serving
 
     server = build_server(home, caller)
 
     async def main() -> None:
         async with stdio_server() as (read_stream, write_stream):
-            await server.run(read_stream, write_stream, server.create_initialization_options())
+            await _serve_draining(server, read_stream, write_stream)
 
     anyio.run(main)
+
+
+async def _serve_draining(server: Any, read_stream: Any, write_stream: Any) -> None:
+    """Serve until the client closes its input, then answer every request already read
+    before stopping: a client may send its last calls and close stdin at once, and the
+    SDK's loop alone would cancel those calls' answers when it sees end of input."""
+    import anyio
+    import mcp_types as types
+
+    unanswered: set[Any] = set()
+    to_server, server_reads = anyio.create_memory_object_stream[Any](1000)
+    server_writes, from_server = anyio.create_memory_object_stream[Any](1000)
+
+    async def relay_input() -> None:
+        async with to_server:
+            async for message in read_stream:
+                if isinstance(getattr(message, "message", None), types.JSONRPCRequest):
+                    unanswered.add(message.message.id)
+                await to_server.send(message)
+            with anyio.move_on_after(DRAIN_SECONDS):
+                while unanswered:
+                    await anyio.sleep(0.01)
+
+    async def relay_output() -> None:
+        async with from_server, write_stream:  # closing the stdio writer lets the transport stop
+            async for message in from_server:
+                await write_stream.send(message)
+                if isinstance(getattr(message, "message", None), (types.JSONRPCResponse, types.JSONRPCError)):
+                    unanswered.discard(message.message.id)
+
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(relay_input)
+        tasks.start_soon(relay_output)
+        await server.run(server_reads, server_writes, server.create_initialization_options())

@@ -18,7 +18,9 @@ assert set(BuiltinGroup.__args__) == set(BUILTIN_GROUPS)  # type: ignore[attr-de
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # strict: "yes", 1 or "true" are not booleans, "5" is not a number; what is stored is
+    # what the published schema accepts, and what fw reads is what the file says.
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 def _no_duplicates(values: list[str], field: str) -> None:

@@ -8,7 +8,7 @@ from typing import Any
 
 from . import secrets
 from .errors import FwError
-from .kinds import KINDS
+from .kinds import KINDS, check_name
 from .resources import find_one, parse_text, resource_read, validate_stored
 from .store import Home
 
@@ -22,6 +22,7 @@ def resource_test(home: Home, kind: str, reference: str) -> dict[str, Any]:
     if kind not in ("provider", "mcp"):
         raise FwError("invalid", f"resource_test checks providers and mcps, not {kind!r}", "use kind provider or mcp")
     spec = KINDS[kind]
+    check_name(reference, f"{kind} reference")
     _, rel = find_one(home, spec, reference)
     checks = []
     try:
@@ -31,7 +32,11 @@ def resource_test(home: Home, kind: str, reference: str) -> dict[str, Any]:
     except FwError as exc:
         checks.append(_check("definition", False, exc.message))
         return {"ok": False, "checks": checks}
-    stored = secrets.load(home, kind, reference)
+    try:
+        stored = secrets.load(home, kind, reference)
+    except FwError as exc:
+        checks.append(_check("secrets", False, exc.message))
+        return {"ok": False, "checks": checks}
     if kind == "provider":
         checks.append(_check("base_url", plain["base_url"].startswith(("http://", "https://")), plain["base_url"]))
         if plain.get("api_key") or stored.get("api_key"):
@@ -77,7 +82,7 @@ def provider_models(home: Home, reference: str, timeout: float = 10.0) -> dict[s
     except httpx.HTTPError as exc:
         raise FwError("unavailable", f"could not reach {url}: {type(exc).__name__}", "check the provider's base_url and the network") from None
     if response.status_code != 200:
-        snippet = secrets.redact(response.text[:200].strip())
+        snippet = secrets.redact(response.text).strip()[:200]  # redact first: a cut key is still a key
         raise FwError("unavailable", f"{url} answered {response.status_code}: {snippet}", "check the key and the base_url")
     try:
         payload = response.json()

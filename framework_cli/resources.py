@@ -11,7 +11,7 @@ from typing import Any
 
 from . import secrets
 from .errors import FwError
-from .kinds import DEFAULT_CATEGORY, KINDS, NAME_RE, KindSpec, check_name, kind_spec
+from .kinds import DEFAULT_CATEGORY, KINDS, NAME_RE, KindSpec, check_name, is_reserved, kind_spec
 from .secrets import REDACTED
 from .store import NOT_TEXT, Home
 from .yamlio import YamlProblem, fast_load, split_front_matter
@@ -62,7 +62,7 @@ def parse_text(spec: KindSpec, text: str, rel: str) -> tuple[dict[str, Any], str
     """(front matter or whole YAML mapping, body) of a resource file; `corrupt` if unreadable."""
     try:
         if NOT_TEXT in text:
-            raise YamlProblem("not a UTF-8 text file", None)
+            raise YamlProblem("not a readable text file (a folder, or not UTF-8)", None)
         body = None
         if spec.has_body:
             text, body = split_front_matter(text)
@@ -112,6 +112,8 @@ def load_record(home: Home, kind: str, name: str, rel: str) -> dict[str, Any]:
         data = fast_load(text) or {}
         if not NAME_RE.fullmatch(name):
             raise YamlProblem(f"{name!r} is not a valid {kind} name", None)
+        if kind == "principal" and is_reserved(name):
+            raise YamlProblem(f"{name!r} is a reserved name ('manager', 'runtime...')", None)
         return dump(validate(kind, data))
     except YamlProblem as exc:
         raise FwError("corrupt", f"{rel}: {exc.message}", _fix_hint(rel), path=rel) from None
@@ -129,6 +131,7 @@ def edit_record(home: Home, kind: str, rel: str, patch: dict[str, Any]) -> dict[
     doc, _ = load_for_edit(text or "", rel)
     before = to_plain(doc)
     merge_patch(doc, patch)
+    _refuse_secret_values(home, to_plain(doc), None)
     plain = dump(validate(kind, to_plain(doc)))
     if text is None or to_plain(doc) != before:
         home.write_text(rel, rt_dump(doc))
@@ -162,12 +165,26 @@ def index_entry(spec: KindSpec, category: str, name: str, rel: str, text: str | 
     return entry
 
 
+def _entry_shape(entry: Any) -> bool:
+    """Whether a cached index entry has the shape `index_entry` gives."""
+    if not isinstance(entry, dict) or not isinstance(entry.get("name"), str) or not isinstance(entry.get("category"), str):
+        return False
+    if "error" in entry:
+        return isinstance(entry["error"], dict) and isinstance(entry["error"].get("message"), str)
+    return (
+        isinstance(entry.get("summary"), dict)
+        and isinstance(entry.get("refs"), list)
+        and all(isinstance(r, list) and len(r) == 2 and all(isinstance(x, str) for x in r) for r in entry["refs"])
+        and isinstance(entry.get("plaintext_secret"), bool)
+    )
+
+
 def scan(home: Home, kind: str, category: str | None = None) -> list[dict[str, Any]]:
     """Every resource of a kind as an index entry, read through the home's index."""
     spec = KINDS[kind]
     out = []
     for cat, name, rel in home.resource_files(spec, category):
-        entry = home.cached(rel, lambda text, c=cat, n=name, r=rel: index_entry(spec, c, n, r, text))
+        entry = home.cached(rel, lambda text, c=cat, n=name, r=rel: index_entry(spec, c, n, r, text), _entry_shape)
         out.append(entry)
     home.save_index()
     return out
@@ -220,6 +237,10 @@ def _summary_item(home: Home, spec: KindSpec, entry: dict[str, Any]) -> dict[str
     item.update(entry["summary"])
     if spec.name == "provider":
         item["api_key_set"] = entry["plaintext_secret"] or secrets.has(home, "provider", entry["name"])
+    if spec.secret_fields and secrets.has(home, spec.name, entry["name"]):
+        damaged = secrets.problem(home, spec.name, entry["name"])
+        if damaged:
+            item["error"] = damaged
     return item
 
 
@@ -350,7 +371,7 @@ def resource_write(
             doc, old_body = load_for_edit(old_text, old_rel, has_body=spec.has_body)
             before = to_plain(doc)
             target_category = category or old_category
-            stored_secret = secrets.load(home, kind, reference) if spec.secret_fields else {}
+            stored_secret = _stored_secret(home, spec, reference, secret_patch)
             for field in spec.secret_fields:  # a secret written into the file by hand moves to secrets/
                 if field in doc:
                     value = to_plain(doc.pop(field))
@@ -363,6 +384,7 @@ def resource_write(
         new_secret = merge_patch(copy.deepcopy(stored_secret), secret_patch)
         new_body = old_body if body is MISSING else (body or "")
 
+        _refuse_secret_values(home, to_plain(doc), new_body)
         full = {**to_plain(doc), **new_secret}
         plain = dump(validate(kind, full))
         if kind == "provider":
@@ -376,6 +398,8 @@ def resource_write(
         new_rel = spec.relpath(target_category, reference)
         front_text = rt_dump(doc)
         new_text = join_front_matter(front_text, new_body) if spec.has_body else front_text
+        if spec.secret_fields:  # first: a key moved out of a file by hand is never lost
+            secrets.save(home, kind, reference, new_secret)
         if old_rel is None:
             home.write_text(new_rel, new_text)
         else:
@@ -385,8 +409,6 @@ def resource_write(
                 home.rename(move_from, move_to)
             if to_plain(doc) != before or new_body != old_body:  # a no-op edit rewrites nothing
                 home.write_text(new_rel, new_text)
-        if spec.secret_fields:
-            secrets.save(home, kind, reference, new_secret)
 
         result = shown(home, spec, reference, target_category, plain, new_body)
         if kind == "agent":
@@ -394,6 +416,49 @@ def resource_write(
 
             result["activation"] = activation(home, reference)
     return result
+
+
+def _stored_secret(home: Home, spec: KindSpec, name: str, secret_patch: dict[str, Any]) -> dict[str, Any]:
+    """The stored secret values of a resource about to be updated. A damaged secret file
+    refuses the update, unless the update gives every secret value anew."""
+    if not spec.secret_fields:
+        return {}
+    try:
+        return secrets.load(home, spec.name, name)
+    except FwError:
+        if all(field in secret_patch for field in spec.secret_fields):
+            return {}
+        raise
+
+
+def _refuse_secret_values(home: Home, data: Any, body: str | None) -> None:
+    """A stored secret value copied into a plain field (or a prompt's text) would be written
+    outside secrets/: refuse, naming the field and never the value."""
+    secrets.remember_home(home)
+    for field, text in _strings(data, ""):
+        if secrets.known_in(text):
+            raise FwError(
+                "invalid",
+                f"{field} holds a secret value; secret values are stored only under secrets/",
+                "remove the key from that field; a provider's key goes in api_key (or --api-key-stdin)",
+                field=field,
+            )
+    if body and secrets.known_in(body):
+        raise FwError("invalid", "body holds a secret value; secret values are stored only under secrets/", "remove the key from the text", field="body")
+
+
+def _strings(data: Any, path: str) -> Any:
+    """(field path, text) of every string in plain data, keys included."""
+    if isinstance(data, dict):
+        for key, value in data.items():
+            sub = f"{path}.{key}" if path else str(key)
+            yield sub, str(key)
+            yield from _strings(value, sub)
+    elif isinstance(data, list):
+        for index, value in enumerate(data):
+            yield from _strings(value, f"{path}[{index}]")
+    elif isinstance(data, str):
+        yield path, data
 
 
 def load_for_edit(text: str, rel: str, *, has_body: bool = False) -> tuple[Any, str | None]:
@@ -439,10 +504,9 @@ def category_delete(home: Home, kind: str, category: str) -> dict[str, Any]:
     with home.locked():
         if category not in home.categories(spec):
             raise FwError("not_found", f"no {kind} category {category!r}", f"see them with `fw category list {kind}`")
-        folder = home.path(f"{spec.folder}/{category}")
-        contents = sorted(p.name for p in folder.iterdir() if not p.name.startswith("."))
+        contents = home.leftovers(f"{spec.folder}/{category}")
         if contents:
-            items = [f"{kind}/{n.rsplit('.', 1)[0] if spec.layout != 'skill' else n}" for n in contents]
+            items = [f"{kind}/{n.rsplit('.', 1)[0] if spec.layout != 'skill' else n}" if not n.startswith(".") else n for n in contents]
             raise FwError(
                 "not_empty",
                 f"{kind} category {category!r} is not empty ({len(contents)} entries)",

@@ -21,6 +21,20 @@ from .store import Home
 RUNS = "runs"
 RUN_ID_RE = re.compile(r"run-[0-9]{8}T[0-9]{6}-[0-9a-f]{8}")
 DEFAULT_LEASE_SECONDS = 3600
+MAX_LEASE_SECONDS = 366 * 24 * 3600  # a year: past it a lease is a mistake, not a plan
+# What a run record must hold, and of which type, for any call to trust it.
+RECORD_FIELDS: dict[str, type | tuple[type, ...]] = {
+    "run_id": str,
+    "mode": str,
+    "identity": str,
+    "agent": str,
+    "fingerprint": str,
+    "definition": dict,
+    "tools": list,
+    "status": str,
+    "started_at": str,
+    "lease_expires_at": str,
+}
 TOOL_PREFIX = "framework_"
 
 
@@ -29,7 +43,8 @@ def _now() -> datetime:
 
 
 def _iso(moment: datetime) -> str:
-    return moment.isoformat(timespec="seconds").replace("+00:00", "Z")
+    # milliseconds: a lease of 1 s must not be cut to what is left of the current second
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _parse(stamp: str) -> datetime:
@@ -81,11 +96,12 @@ def run_start(home: Home, principal: str | None = None, agent: str | None = None
 
     if (principal is None) == (agent is None):
         raise FwError("usage", "give exactly one of --principal and --agent", "--principal P starts a managed run, --agent A an explicit one")
-    if lease is not None and (not isinstance(lease, int) or isinstance(lease, bool) or lease < 1):
-        raise FwError("invalid", "the lease must be a whole number of seconds, at least 1", "e.g. --lease 600")
+    if lease is not None and (not isinstance(lease, int) or isinstance(lease, bool) or not 1 <= lease <= MAX_LEASE_SECONDS):
+        raise FwError("invalid", f"the lease must be a whole number of seconds from 1 to {MAX_LEASE_SECONDS}", "e.g. --lease 600")
     with home.locked():
         if principal is not None:
             check_name(principal, "principal name")
+            _require_agent_identity(home, principal)
             binding = get_binding(home, principal)
             if binding is None:
                 raise FwError("not_found", f"principal {principal!r} has no binding", f"bind it: `fw binding set {principal} --agent AGENT`")
@@ -119,6 +135,17 @@ def run_start(home: Home, principal: str | None = None, agent: str | None = None
     return present(record)
 
 
+def _require_agent_identity(home: Home, principal: str) -> None:
+    """A managed run acts as its principal: a missing or damaged identity stops it."""
+    from .identities import get_principal
+
+    who = get_principal(home, principal)  # `corrupt` when the file is damaged
+    if who is None:
+        raise FwError("not_found", f"no principal named {principal!r}", f"create it: `fw principal create {principal} --kind agent`")
+    if who["kind"] != "agent":
+        raise FwError("invalid", f"principal {principal!r} is a {who['kind']}, not an agent identity", "a managed run acts as a principal of kind agent")
+
+
 def present(record: dict[str, Any]) -> dict[str, Any]:
     """A run as shown: its record with the status as it stands now (a lapsed lease is `expired`)."""
     shown = dict(record)
@@ -133,18 +160,53 @@ def load_run(home: Home, run_id: str) -> dict[str, Any]:
     text = home.read_text(f"{RUNS}/{run_id}.json")
     if text is None:
         raise FwError("not_found", f"no run {run_id!r}", "see `fw run list`")
+    rel = f"{RUNS}/{run_id}.json"
     try:
         record = json.loads(text)
-        if not isinstance(record, dict) or record.get("run_id") != run_id:
-            raise ValueError
     except ValueError:
-        raise FwError("corrupt", f"runs/{run_id}.json is corrupt", "end the run's use: start a new run", path=f"{RUNS}/{run_id}.json") from None
+        record = None
+    problem = _record_problem(record, run_id)
+    if problem:
+        raise FwError("corrupt", f"{rel} is corrupt: {problem}", "this run cannot act; start a new one with `fw run start`", path=rel)
     return record
+
+
+def _record_problem(record: Any, run_id: str) -> str | None:
+    """What is wrong with a run record, or None: a record is trusted only whole."""
+    if not isinstance(record, dict):
+        return "not a JSON object"
+    for field, kind in RECORD_FIELDS.items():
+        if not isinstance(record.get(field), kind):
+            return f"{field} is missing or of the wrong type"
+    if record["run_id"] != run_id:
+        return "its run_id is not its file name"
+    if record["status"] not in ("active", "ended"):
+        return f"unknown status {record['status']!r}"
+    try:
+        _parse(record["lease_expires_at"])
+    except ValueError:
+        return "lease_expires_at is not a time"
+    unknown = [t for t in record["tools"] if not known_tool(t)]
+    if unknown:
+        return f"it grants tools this version of fw does not know: {', '.join(map(str, unknown))}"
+    return None
+
+
+def known_tool(name: Any) -> bool:
+    from .tools import TOOLS
+
+    return isinstance(name, str) and name.startswith(TOOL_PREFIX) and name[len(TOOL_PREFIX):] in TOOLS
 
 
 def active_run(home: Home, run_id: str) -> dict[str, Any]:
     """The run's record if it may still act; `run_ended` or `lease_expired` otherwise."""
-    record = present(load_run(home, run_id))
+    return require_active(load_run(home, run_id))
+
+
+def require_active(record: dict[str, Any]) -> dict[str, Any]:
+    """`record` if its run may still act; `run_ended` or `lease_expired` otherwise."""
+    run_id = record["run_id"]
+    record = present(record)
     if record["status"] == "ended":
         raise FwError("run_ended", f"run {run_id} has ended; it can make no further calls", "start a new run with `fw run start`")
     if record["status"] == "expired":
@@ -165,9 +227,12 @@ def run_list(home: Home) -> dict[str, Any]:
     except FileNotFoundError:
         names = []
     for name in names:
+        if not RUN_ID_RE.fullmatch(name[:-5]):
+            continue  # not a run record's name
         try:
             record = present(load_run(home, name[:-5]))
-        except FwError:
+        except FwError as exc:  # a damaged record is listed as such, never hidden
+            runs.append({"run_id": name[:-5], "status": "corrupt", "error": {"code": exc.code, "message": exc.message, "path": f"{RUNS}/{name}"}})
             continue
         runs.append({k: record[k] for k in ("run_id", "mode", "identity", "agent", "status", "started_at", "lease_expires_at", "fingerprint")})
     return {"runs": runs}

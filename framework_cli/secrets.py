@@ -1,14 +1,19 @@
 """Secret values have one home, `secrets/` (folder 0700, files 0600), and one way out: none.
 
-Every value read from or written to the secret store is remembered for this process, and
-`redact` removes each of them from any text before it leaves (stdout, stderr, errors, audit).
+Every value stored in the home, read from or written to the secret store, or given to fw
+is remembered, and `redact` removes each of them from any text before it leaves (stdout,
+stderr, errors, audit). Each invocation starts afresh (`forget_all`) and learns every secret
+of the home it opens (`remember_home`), so what is redacted never depends on what an earlier
+command of the same process happened to load.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from typing import Any
 
+from .errors import FwError
 from .store import SECRETS_DIR, Home
 
 REDACTED = "[redacted]"
@@ -25,6 +30,40 @@ def remember(value: Any) -> None:
             remember(item)
 
 
+def forget_all() -> None:
+    _known.clear()
+
+
+def remember_home(home: Home) -> None:
+    """Remember every secret value stored in the home; a damaged file is skipped here and
+    reported where it is used (and by `fw home check`)."""
+    for kind, name in stored(home):
+        try:
+            load(home, kind, name)
+        except FwError:
+            pass
+
+
+def stored(home: Home) -> list[tuple[str, str]]:
+    """(kind, name) of every file of the secret store."""
+    out = []
+    root = home.path(SECRETS_DIR)
+    try:
+        kinds = sorted(e.name for e in os.scandir(root) if e.is_dir() and not e.name.startswith("."))
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    for kind in kinds:
+        for entry in sorted(os.scandir(root / kind), key=lambda e: e.name):
+            if entry.name.endswith(".json") and not entry.name.startswith("."):
+                out.append((kind, entry.name[:-5]))
+    return out
+
+
+def known_in(text: str) -> bool:
+    """Whether `text` holds any remembered secret value."""
+    return any(value in text for value in _known)
+
+
 def redact(text: str) -> str:
     for value in sorted(_known, key=len, reverse=True):
         if value in text:
@@ -37,17 +76,34 @@ def _rel(kind: str, name: str) -> str:
 
 
 def load(home: Home, kind: str, name: str) -> dict[str, Any]:
-    raw = home.read_text(_rel(kind, name))
-    if not raw:
+    """The stored values of one resource ({} when none); `corrupt` when the file is damaged,
+    never "no key": a damaged key file must not read as a missing key."""
+    rel = _rel(kind, name)
+    raw = home.read_text(rel)
+    if raw is None:
         return {}
     try:
         data = json.loads(raw)
+        if not isinstance(data, dict) or not all(isinstance(v, (str, dict)) for v in data.values()):
+            raise ValueError
     except ValueError:
-        return {}
-    if not isinstance(data, dict):
-        return {}
+        raise FwError(
+            "corrupt",
+            f"{rel} is not a JSON object of secret values",
+            f"store the secret again (for a provider: `fw resource write provider {name} --api-key-stdin`), or fix or remove {rel} by hand",
+            path=rel,
+        ) from None
     remember(data)
     return data
+
+
+def problem(home: Home, kind: str, name: str) -> dict[str, Any] | None:
+    """The `corrupt` error document of a damaged secret file, or None."""
+    try:
+        load(home, kind, name)
+    except FwError as exc:
+        return {"code": exc.code, "message": exc.message, "path": exc.extra.get("path")}
+    return None
 
 
 def has(home: Home, kind: str, name: str) -> bool:
@@ -61,8 +117,11 @@ def save(home: Home, kind: str, name: str, values: dict[str, Any]) -> None:
     if not values:
         home.remove(_rel(kind, name))
         return
-    if load(home, kind, name) == values:
-        return
+    try:
+        if load(home, kind, name) == values:
+            return
+    except FwError:
+        pass  # a damaged file is replaced by the values given
     home.write_text(_rel(kind, name), json.dumps(values, indent=2, sort_keys=True) + "\n", secret=True)
 
 

@@ -30,6 +30,11 @@ HOME_MARKER_DIRS = ("providers", "agents")
 NOT_TEXT = "\x00"
 
 
+def is_temp_file(name: str) -> bool:
+    """A temp file of an interrupted atomic write (`write_text`, the index)."""
+    return name.startswith(".") and name.endswith(".tmp")
+
+
 def is_home(root: Path) -> bool:
     return root.is_dir() and all((root / d).is_dir() for d in HOME_MARKER_DIRS)
 
@@ -100,8 +105,8 @@ class Home:
                 return handle.read()
         except FileNotFoundError:
             return None
-        except UnicodeDecodeError:
-            return NOT_TEXT
+        except (UnicodeDecodeError, IsADirectoryError):
+            return NOT_TEXT  # a folder where a file belongs is as unreadable as binary data
 
     def exists(self, rel: str) -> bool:
         return (self.root / rel).exists()
@@ -175,11 +180,17 @@ class Home:
         self._require_lock()
         (self.root / rel).mkdir(parents=True, exist_ok=True)
 
+    def leftovers(self, rel: str) -> list[str]:
+        """What a folder holds besides fw's own temp files (`.NAME.XXXX.tmp`), hidden entries included."""
+        return sorted(p.name for p in (self.root / rel).iterdir() if not (is_temp_file(p.name) and p.is_file()))
+
     def remove_empty_dir(self, rel: str) -> None:
+        """Remove a folder that holds nothing but fw's own temp files (the caller checked)."""
         self._require_lock()
         folder = self.root / rel
-        for leftover in folder.iterdir():  # only fw's own temp files can remain
-            leftover.unlink()
+        for leftover in folder.iterdir():
+            if is_temp_file(leftover.name) and leftover.is_file():
+                leftover.unlink()
         folder.rmdir()
 
     # -- layout --------------------------------------------------------------------------
@@ -223,7 +234,7 @@ class Home:
                         yield cat, entry.name, f"{spec.folder}/{cat}/{entry.name}/SKILL.md"
                     continue
                 suffix = ".yaml" if spec.layout == "yaml" else ".md"
-                if entry.name.endswith(suffix) and entry.is_file():
+                if entry.name.endswith(suffix):  # a folder named so is listed, and read as corrupt
                     yield cat, entry.name[: -len(suffix)], f"{spec.folder}/{cat}/{entry.name}"
 
     # -- the index -----------------------------------------------------------------------
@@ -234,15 +245,22 @@ class Home:
             if raw:
                 try:
                     doc = json.loads(raw)
-                    if isinstance(doc, dict) and doc.get("version") == INDEX_VERSION:
-                        files = doc.get("files", {})
+                    if isinstance(doc, dict) and doc.get("version") == INDEX_VERSION and isinstance(doc.get("files"), dict):
+                        files = doc["files"]
                 except ValueError:
                     pass  # a damaged index is only a cold cache
             self._index = files
         return self._index
 
-    def cached(self, rel: str, parse: Callable[[str | None], dict[str, Any]]) -> dict[str, Any]:
-        """`parse(text)` of a file, reused while the file's stamp (mtime, size, inode) holds."""
+    def cached(
+        self,
+        rel: str,
+        parse: Callable[[str | None], dict[str, Any]],
+        valid: Callable[[Any], bool] = lambda entry: isinstance(entry, dict),
+    ) -> dict[str, Any]:
+        """`parse(text)` of a file, reused while the file's stamp (mtime, size, inode) holds
+        and the cached entry has the shape `valid` expects (the index is only a cache: a
+        damaged one is read past, never trusted)."""
         index = self._load_index()
         full = f"{self._root}/{rel}"  # plain strings: this runs once per file of a large home
         try:
@@ -251,7 +269,7 @@ class Home:
         except OSError:
             stamp = None
         hit = index.get(rel)
-        if stamp is not None and hit is not None and hit[0] == stamp:
+        if stamp is not None and isinstance(hit, list) and len(hit) == 2 and hit[0] == stamp and valid(hit[1]):
             return hit[1]
         try:
             with open(full, encoding="utf-8") as handle:
@@ -260,7 +278,7 @@ class Home:
             stamp = [st.st_mtime_ns, st.st_size, st.st_ino]
         except (FileNotFoundError, NotADirectoryError):
             text, stamp = None, None
-        except UnicodeDecodeError:
+        except (UnicodeDecodeError, IsADirectoryError):
             text = NOT_TEXT
         entry = parse(text)
         # A file changed within the last moments could change again without its stamp

@@ -29,6 +29,11 @@ def _obj(required: list[str], **props: Any) -> dict[str, Any]:
     return {"type": "object", "properties": props, "required": required, "additionalProperties": False}
 
 
+# The audit's caller for a run that does not exist: not a valid principal name, so it can
+# never be mistaken for an identity.
+UNKNOWN_RUN = "(unknown run)"
+
+
 @dataclass(frozen=True)
 class Caller:
     """Who is calling: the Manager (`fw tool call --manager`) or a run (never the Manager)."""
@@ -45,7 +50,7 @@ class Caller:
     def identity(self) -> str:
         if self.is_manager:
             return "manager"
-        return self.run["identity"] if self.run else "unknown"
+        return self.run["identity"] if self.run else UNKNOWN_RUN
 
 
 @dataclass(frozen=True)
@@ -133,12 +138,12 @@ def caller_for(home: Home, manager: bool, run_id: str | None) -> Caller:
 
 def list_tools(home: Home, caller: Caller) -> dict[str, Any]:
     """The tools a caller has: every tool for the Manager, the snapshot's tools for a run."""
-    from .runs import load_run
+    from .runs import active_run
 
     if caller.is_manager:
         return {"tools": [describe(t, t.name) for t in _TOOLS]}
-    granted = load_run(home, caller.run_id)["tools"]  # type: ignore[arg-type]
-    return {"tools": [describe(TOOLS[n[len(TOOL_PREFIX):]], n) for n in granted if n[len(TOOL_PREFIX):] in TOOLS]}
+    granted = active_run(home, caller.run_id)["tools"]  # type: ignore[arg-type]  # an ended run lists nothing, as it calls nothing
+    return {"tools": [describe(TOOLS[n[len(TOOL_PREFIX):]], n) for n in granted]}
 
 
 def _validate_args(tool: Tool, args: Any) -> None:
@@ -176,10 +181,11 @@ def call_tool(home: Home, caller: Caller, name: str, args: Any) -> dict[str, Any
                 hint = "the Manager uses bare names (resource_write)" if name.startswith(TOOL_PREFIX) else "see `fw tool list --manager`"
                 raise FwError("not_found", f"no tool named {name!r}", hint)
         else:
-            from .runs import active_run
+            from .runs import load_run, require_active
 
-            run = active_run(home, run_id)  # type: ignore[arg-type]  # re-read: ended or expired since?
-            caller = Caller("run", run_id, run)
+            run = load_run(home, run_id)  # type: ignore[arg-type]  # re-read: ended or expired since?
+            caller = Caller("run", run_id, run)  # a refusal below is audited as the run's identity
+            require_active(run)
             if name not in run["tools"]:
                 raise FwError(
                     "denied",

@@ -4,8 +4,8 @@ file without losing its comments, key order or quoting."""
 from __future__ import annotations
 
 import io
+import re
 from typing import Any
-
 
 
 class YamlProblem(Exception):
@@ -15,24 +15,37 @@ class YamlProblem(Exception):
         self.line = line
 
 
+_DUPLICATE = re.compile(r'found duplicate key "(.*?)" with value')
+_QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"")
+
+
+def safe_problem(problem: str) -> str:
+    """A parser's message without the values it quotes: they may be keys. A duplicate key
+    is named by its key only (ruamel quotes both values), other quoted text longer than a
+    character or two becomes '…'."""
+    duplicate = _DUPLICATE.search(problem)
+    if duplicate:
+        return f"duplicate key {duplicate.group(1)!r}"
+    return _QUOTED.sub(lambda m: m.group(0) if len(m.group(0)) <= 4 else "'…'", problem)
+
+
 def _problem(exc: Exception) -> YamlProblem:
     mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
     line = mark.line + 1 if mark is not None else None
-    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    problem = getattr(exc, "problem", None) or "the file is not valid YAML"
     where = f"line {line}: " if line else ""
-    return YamlProblem(f"{where}{problem}", line)
+    return YamlProblem(f"{where}{safe_problem(str(problem))}", line)
 
 
 _fast_loader: Any = None
 
 
 def _loader() -> Any:
-    """PyYAML's C loader, reading booleans as YAML 1.2 does (true/false only), like the
-    ruamel.yaml editor: `description: no` is the text "no" whichever of the two reads it."""
+    """PyYAML's C loader, reading booleans as YAML 1.2 does (true/false only), and refusing
+    duplicate keys, like the ruamel.yaml editor: whichever of the two reads a file, it
+    means the same (`description: no` is the text "no"; `api_key` twice is an error)."""
     global _fast_loader
     if _fast_loader is None:
-        import re
-
         import yaml
 
         base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -43,8 +56,23 @@ def _loader() -> Any:
             for first, resolvers in base.yaml_implicit_resolvers.items()
         }
         loader.add_implicit_resolver(bool_tag, re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF"))
+        loader.construct_mapping = _mapping_without_duplicates
         _fast_loader = loader
     return _fast_loader
+
+
+def _mapping_without_duplicates(self: Any, node: Any, deep: bool = False) -> Any:
+    import yaml
+
+    seen: set[str] = set()
+    for key_node, _ in node.value:
+        if isinstance(key_node, yaml.ScalarNode) and key_node.tag != "tag:yaml.org,2002:merge":
+            if key_node.value in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f'found duplicate key "{key_node.value}" with value', key_node.start_mark
+                )
+            seen.add(key_node.value)
+    return yaml.constructor.SafeConstructor.construct_mapping(self, node, deep)
 
 
 def fast_load(text: str) -> Any:

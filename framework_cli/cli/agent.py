@@ -12,7 +12,7 @@ from .common import home_of
 from .output import JsonOpt, emit
 from .resource import render_activation, render_list, render_resource, render_written
 
-app = typer.Typer(help="Create, edit, show and list agents; mount built-in tool groups on them.", no_args_is_help=True)
+app = typer.Typer(help="Create, edit, show and list agents; mount built-in tool groups on them.")
 
 NameArg = Annotated[str, typer.Argument(help="The agent's name.", show_default=False)]
 ModelOpt = Annotated[Optional[str], typer.Option("--model", help="The model it uses ('' clears it).")]

@@ -10,7 +10,7 @@ from ..audit import audit_list
 from .common import home_of
 from .output import JsonOpt, emit, table
 
-app = typer.Typer(help="Read the audit log of tool calls (shapes of parameters only, never values).", no_args_is_help=True)
+app = typer.Typer(help="Read the audit log of tool calls (shapes of parameters only, never values).")
 
 
 @app.command("list")

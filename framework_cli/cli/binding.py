@@ -10,7 +10,7 @@ from ..identities import agent_bind, agent_set_enabled, agent_unbind, binding_li
 from .common import home_of
 from .output import JsonOpt, emit, table
 
-app = typer.Typer(help="Bind principals to agents; enable, disable and remove bindings.", no_args_is_help=True)
+app = typer.Typer(help="Bind principals to agents; enable, disable and remove bindings.")
 
 PrincipalArg = Annotated[str, typer.Argument(help="The principal (identity) of the binding.", show_default=False)]
 

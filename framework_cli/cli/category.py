@@ -10,7 +10,7 @@ from ..resources import category_create, category_delete, category_list
 from .common import KindArg, home_of
 from .output import JsonOpt, emit, table
 
-app = typer.Typer(help="List, create and delete the categories (sub-folders) of a kind.", no_args_is_help=True)
+app = typer.Typer(help="List, create and delete the categories (sub-folders) of a kind.")
 
 CategoryArg = Annotated[str, typer.Argument(help="The category's name.", show_default=False)]
 

@@ -19,5 +19,9 @@ KindArg = Annotated[
 
 
 def home_of(ctx: typer.Context) -> Home:
+    from .. import secrets
+
     root = ctx.find_root()
-    return Home.open((root.obj or {}).get("home"))
+    home = Home.open((root.obj or {}).get("home"))
+    secrets.remember_home(home)  # every output of this command is redacted of every stored secret
+    return home

@@ -12,7 +12,7 @@ from ..home import check_home, init_home
 from .common import home_of
 from .output import JsonOpt, emit, json_wanted
 
-app = typer.Typer(help="Create a framework home, or check every file of one.", no_args_is_help=True)
+app = typer.Typer(help="Create a framework home, or check every file of one.")
 
 
 @app.command("init")
@@ -54,19 +54,19 @@ def check(ctx: typer.Context, as_json: JsonOpt = False) -> None:
         doc = check_home(home)
 
     def human(console: Any) -> None:
-        from rich.markup import escape
+        from rich.text import Text
 
         for problem in doc["problems"]:
-            console.print(f"[red]{problem['code']}[/red] {escape(problem['message'])}")
+            console.print(Text.assemble((problem["code"], "red"), " ", problem["message"]))
         for warning in doc["warnings"]:
-            console.print(f"[yellow]warning[/yellow] {escape(warning['message'])}")
+            console.print(Text.assemble(("warning", "yellow"), " ", warning["message"]))
         from ..kinds import KINDS
 
         counted = ", ".join(f"{n} {k if n == 1 else KINDS[k].folder}" for k, n in doc["counts"].items())
         if doc["ok"]:
-            console.print(f"The home at {escape(doc['home'])} is clean ({counted}).")
+            console.print(f"The home at {doc['home']} is clean ({counted}).")
         else:
-            console.print(f"{len(doc['problems'])} problem(s) in {escape(doc['home'])}. Fix them by hand or with `fw resource write`.")
+            console.print(f"{len(doc['problems'])} problem(s) in {doc['home']}. Fix them by hand or with `fw resource write`.")
 
     emit(doc, as_json, human)
     if not doc["ok"]:

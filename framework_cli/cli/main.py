@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Sequence
 from typing import Annotated, Any, Optional
@@ -29,8 +30,11 @@ class FwGroup(TyperGroup):
         from typer._click.exceptions import ClickException, NoArgsIsHelpError, UsageError
         from typer.exceptions import Abort
 
+        from .. import secrets
+
         args = list(sys.argv[1:] if args is None else args)
         set_root_json(False)
+        secrets.forget_all()  # what is redacted comes from this invocation's home, not an earlier one
         # `fw tool call` always answers in JSON, its errors included
         as_json = json_wanted("--json" in args) or _is_tool_call(args)
         code = 0
@@ -46,6 +50,11 @@ class FwGroup(TyperGroup):
             if no_command and exc.ctx is not None and not as_json:
                 typer.echo(exc.ctx.get_help())  # `fw` or `fw resource` alone: show what it can do
                 code = 0
+            elif no_command:
+                names = sorted(getattr(exc.ctx.command, "commands", {}) if exc.ctx else ())
+                hint = f"one of: {', '.join(names)}; see `{command} --help`" if names else f"see `{command} --help`"
+                emit_error(FwError("usage", f"`{command}` needs a command", hint), as_json)
+                code = 2
             else:
                 message = exc.format_message().replace("Value error, ", "")
                 emit_error(FwError("usage", message, f"see `{command} --help`"), as_json)
@@ -63,6 +72,8 @@ class FwGroup(TyperGroup):
         except SystemExit as exc:  # typer's own exits, e.g. on a closed pipe
             code = exc.code if isinstance(exc.code, int) else 1
         except Exception as exc:  # the last line of defence: a message, never a traceback
+            if os.environ.get("FW_RAISE_ERRORS"):
+                raise  # for debugging and tests: let a bug show its traceback
             emit_error(
                 FwError(
                     "internal",

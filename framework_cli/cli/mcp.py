@@ -9,7 +9,7 @@ import typer
 from .common import home_of
 from .output import JsonOpt
 
-app = typer.Typer(help="Serve the built-in tools to MCP clients.", no_args_is_help=True)
+app = typer.Typer(help="Serve the built-in tools to MCP clients.")
 
 
 @app.command("serve")

@@ -33,10 +33,24 @@ def json_wanted(flag: bool = False) -> bool:
 
 def write_out(text: str, *, err: bool = False) -> None:
     stream = sys.stderr if err else sys.stdout
-    stream.write(redact(text))
-    if not text.endswith("\n"):
-        stream.write("\n")
-    stream.flush()
+    try:
+        stream.write(redact(text))
+        if not text.endswith("\n"):
+            stream.write("\n")
+        stream.flush()
+    except BrokenPipeError:
+        _reader_went_away(stream)
+
+
+def _reader_went_away(stream: Any) -> None:
+    """The reader closed the pipe (`fw ... | head -c0`): nobody is listening, so drop what
+    is left instead of failing again when Python flushes the stream at exit."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, stream.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass  # not a real file (an in-process test runner): nothing to flush at exit
 
 
 def print_json(doc: Any) -> None:
@@ -54,7 +68,8 @@ def rich_text(render: Callable[[Any], None], *, err: bool = False) -> None:
     buf = io.StringIO()
     tty = hasattr(stream, "isatty") and stream.isatty()
     width = shutil.get_terminal_size((100, 24)).columns if tty else 100
-    console = Console(file=buf, force_terminal=tty, width=width, highlight=False, soft_wrap=True)
+    # markup off: a user's "[/red]" is text, never a tag; styles come as rich Text
+    console = Console(file=buf, force_terminal=tty, width=width, highlight=False, soft_wrap=True, markup=False)
     render(console)
     write_out(buf.getvalue(), err=err)
 
@@ -121,28 +136,52 @@ def _text(value: Any) -> str:
 
 
 def _cell(value: Any) -> str:
-    from rich.markup import escape
+    return _text(value)
 
-    return escape(_text(value))
+
+MAX_DEPTH = 64  # nesting levels of a JSON argument; no definition or tool call needs more
 
 
 def read_data_arg(value: str, what: str) -> Any:
     """JSON given inline, as @FILE, or as - (standard input)."""
-    if value == "-":
-        text = sys.stdin.read()
-    elif value.startswith("@"):
-        try:
+    example = "pass a JSON object, e.g. '{\"description\": \"...\"}', @FILE or - for stdin"
+    try:
+        if value == "-":
+            text = sys.stdin.buffer.read().decode("utf-8") if hasattr(sys.stdin, "buffer") else sys.stdin.read()
+        elif value.startswith("@"):
             with open(value[1:], encoding="utf-8") as handle:
                 text = handle.read()
-        except OSError as exc:
-            raise FwError("usage", f"cannot read {what} file {value[1:]!r}: {exc.strerror}", "check the path after @") from None
-    else:
-        text = value
+        else:
+            text = value
+    except OSError as exc:
+        raise FwError("usage", f"cannot read {what} file {value[1:]!r}: {exc.strerror}", "check the path after @") from None
+    except UnicodeDecodeError:
+        source = "standard input" if value == "-" else f"file {value[1:]!r}"
+        raise FwError("usage", f"{what}: {source} is not UTF-8 text", example) from None
     try:
-        return json.loads(text)
+        data = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise FwError(
-            "usage",
-            f"{what} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}",
-            "pass a JSON object, e.g. '{\"description\": \"...\"}', @FILE or - for stdin",
-        ) from None
+        raise FwError("usage", f"{what} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}", example) from None
+    except RecursionError:
+        data = None
+        depth = MAX_DEPTH + 1
+    else:
+        depth = _depth(data)
+    if depth > MAX_DEPTH:
+        raise FwError("usage", f"{what} is nested more than {MAX_DEPTH} levels deep", example)
+    return data
+
+
+def _depth(data: Any) -> int:
+    """Nesting depth of parsed JSON, without recursion (the data may be deep)."""
+    deepest, todo = 0, [(data, 1)]
+    while todo:
+        value, level = todo.pop()
+        deepest = max(deepest, level)
+        if level > MAX_DEPTH:
+            break
+        if isinstance(value, dict):
+            todo.extend((v, level + 1) for v in value.values())
+        elif isinstance(value, list):
+            todo.extend((v, level + 1) for v in value)
+    return deepest

@@ -10,7 +10,7 @@ from ..identities import principal_create, principal_list
 from .common import home_of
 from .output import JsonOpt, emit, table
 
-app = typer.Typer(help="List and create the identities (principals) that agents run as.", no_args_is_help=True)
+app = typer.Typer(help="List and create the identities (principals) that agents run as.")
 
 
 @app.command("list")

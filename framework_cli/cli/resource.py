@@ -13,7 +13,7 @@ from ..resources import resource_list, resource_read, resource_write
 from .common import KindArg, home_of
 from .output import JsonOpt, emit, read_data_arg, table
 
-app = typer.Typer(help="List, read, write and delete providers, models, prompts, skills, MCP servers, harnesses and agents.", no_args_is_help=True)
+app = typer.Typer(help="List, read, write and delete providers, models, prompts, skills, MCP servers, harnesses and agents.")
 
 RefArg = Annotated[str, typer.Argument(help="The resource's name (unique within its kind).", show_default=False)]
 CategoryOpt = Annotated[Optional[str], typer.Option("--category", help="Category (sub-folder); default: `default`.")]
@@ -51,13 +51,13 @@ def read(ctx: typer.Context, kind: KindArg, reference: RefArg, as_json: JsonOpt 
 
 def render_resource(console: Any, doc: dict[str, Any]) -> None:
     import yaml
-    from rich.markup import escape
+    from rich.text import Text
 
-    console.print(f"[bold]{doc['kind']} {escape(doc['name'])}[/bold] (category {escape(doc['category'])})")
-    console.print(escape(yaml.safe_dump(doc["data"], sort_keys=False, allow_unicode=True).rstrip()) if doc["data"] else "(no fields)")
+    console.print(Text.assemble((f"{doc['kind']} {doc['name']}", "bold"), f" (category {doc['category']})"))
+    console.print(yaml.safe_dump(doc["data"], sort_keys=False, allow_unicode=True).rstrip() if doc["data"] else "(no fields)")
     if doc.get("body") is not None:
         console.print("---")
-        console.print(escape(doc["body"].rstrip()))
+        console.print(doc["body"].rstrip())
 
 
 @app.command("write")
@@ -93,7 +93,10 @@ def _payload(kind: str, data: Optional[str], api_key_stdin: bool, category: Opti
             raise FwError("usage", "--data - and --api-key-stdin both read standard input", "pass --data inline or as @FILE")
         if isinstance(payload, dict) and "api_key" in payload:
             raise FwError("usage", "the key is given twice: in --data and with --api-key-stdin", "drop api_key from --data")
-        key = sys.stdin.read().strip()
+        try:
+            key = sys.stdin.read().strip()
+        except UnicodeDecodeError:
+            raise FwError("usage", "the key on standard input is not UTF-8 text", "pipe the key itself: `printf %s \"$KEY\" | fw resource write provider NAME --api-key-stdin`") from None
         if not key:
             raise FwError("invalid", "no key on standard input", "pipe the key in: `printf %s \"$KEY\" | fw resource write provider NAME --api-key-stdin`")
         if isinstance(payload, dict):
@@ -102,24 +105,20 @@ def _payload(kind: str, data: Optional[str], api_key_stdin: bool, category: Opti
 
 
 def render_written(console: Any, doc: dict[str, Any], verb: str) -> None:
-    from rich.markup import escape
-
-    console.print(f"{verb} {doc['kind']} {escape(doc['name'])} (category {escape(doc['category'])}).")
+    console.print(f"{verb} {doc['kind']} {doc['name']} (category {doc['category']}).")
     activation = doc.get("activation")
     if activation:
         render_activation(console, activation)
 
 
 def render_activation(console: Any, activation: dict[str, Any]) -> None:
-    from rich.markup import escape
-
     if activation["enabled"]:
         names = ", ".join(b["principal"] for b in activation["bindings"] if b["enabled"])
-        console.print(f"Enabled: runs as {escape(names)}.")
+        console.print(f"Enabled: runs as {names}.")
         return
     console.print("Not enabled yet: the agent is configured but nothing runs it.")
     for step in activation["next_steps"]:
-        console.print(f"  next: {escape(step['command'])}")
+        console.print(f"  next: {step['command']}")
 
 
 @app.command("delete")
@@ -144,41 +143,40 @@ def delete(
 
 
 def render_deletion(console: Any, doc: dict[str, Any]) -> None:
-    from rich.markup import escape
-
     if doc["status"] == "deleted":
         n = len(doc["deleted"])
         console.print(f"Deleted {n} resource{'s' if n != 1 else ''}:")
         for entry in doc["deleted"]:
-            console.print(f"  - {escape(entry)}")
+            console.print(f"  - {entry}")
         return
+    from rich.text import Text
     from rich.tree import Tree
 
     from ..deletion import confirm_command, unblock_hint
 
     items, blocked, users = doc["plan"], doc["blocked"], doc["dependents"]  # users: within the plan
-    tree = Tree(f"[bold]{escape(doc['target'])}[/bold]")
+    tree = Tree(Text(doc["target"], style="bold"))
 
     def grow(node: Any, entry: str, seen: frozenset[str]) -> None:
         for user in users.get(entry, []):
             if user not in seen:
-                grow(node.add(escape(user)), user, seen | {user})
+                grow(node.add(user), user, seen | {user})
 
     grow(tree, doc["target"], frozenset({doc["target"]}))
     n = len(items)
     verb = "would be deleted once unblocked" if blocked else "will be deleted"
-    console.print(f"Plan: {n} resource{'s' if n != 1 else ''} {verb}, in this order: {escape(', '.join(items))}")
+    console.print(f"Plan: {n} resource{'s' if n != 1 else ''} {verb}, in this order: {', '.join(items)}")
     console.print(tree)
     if blocked:
-        console.print(f"[red]Blocked[/red] ({len(blocked)}): nothing can be deleted until this is resolved.")
+        console.print(Text.assemble(("Blocked", "red"), f" ({len(blocked)}): nothing can be deleted until this is resolved."))
         for block in blocked:
             detail = block["detail"]
             detail = ", ".join(detail) if isinstance(detail, list) else detail
-            console.print(f"  {escape(block['item'])}: {block['reason']} ({escape(str(detail))})")
-        console.print(f"Hint: {escape(unblock_hint(blocked[0]))}")
+            console.print(f"  {block['item']}: {block['reason']} ({str(detail)})")
+        console.print(f"Hint: {unblock_hint(blocked[0])}")
         return
     console.print("Nothing was deleted. To delete exactly this, run:")
-    console.print(f"  {escape(confirm_command(doc['target'], doc['recursive'], items))}")
+    console.print(f"  {confirm_command(doc['target'], doc['recursive'], items)}")
 
 
 @app.command("test")

@@ -10,7 +10,7 @@ from ..runs import run_end, run_list, run_show, run_start
 from .common import home_of
 from .output import JsonOpt, emit, table
 
-app = typer.Typer(help="Start, show, list and end runs of agents.", no_args_is_help=True)
+app = typer.Typer(help="Start, show, list and end runs of agents.")
 
 RunArg = Annotated[str, typer.Argument(help="The run's id.", show_default=False)]
 
@@ -48,7 +48,7 @@ def list_(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     """List runs."""
     doc = run_list(home_of(ctx))
     cols = ["run_id", "mode", "identity", "agent", "status", "lease_expires_at"]
-    emit(doc, as_json, lambda c: table(c, "runs", cols, [[r[k] for k in cols] for r in doc["runs"]], "No runs yet. Start one with `fw run start --agent AGENT`."))
+    emit(doc, as_json, lambda c: table(c, "runs", cols, [[r.get(k) for k in cols] for r in doc["runs"]], "No runs yet. Start one with `fw run start --agent AGENT`."))
 
 
 @app.command("end")

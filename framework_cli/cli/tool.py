@@ -10,7 +10,7 @@ from ..tools import call_tool, caller_for, list_tools
 from .common import home_of
 from .output import JsonOpt, emit, print_json, read_data_arg, table
 
-app = typer.Typer(help="List and call built-in tools as the Manager (--manager) or as a run (--run RUN).", no_args_is_help=True)
+app = typer.Typer(help="List and call built-in tools as the Manager (--manager) or as a run (--run RUN).")
 
 ManagerOpt = Annotated[bool, typer.Option("--manager", help="Call as the Manager: every tool, bare names.")]
 RunOpt = Annotated[Optional[str], typer.Option("--run", metavar="RUN", help="Call as this run: its granted framework_ tools only.")]
