@@ -2,12 +2,14 @@
 
 import json
 import os
-import random
 import signal
 import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
 
 from conftest import fw_bin, fwj, make_basics
 
@@ -18,12 +20,13 @@ def run_parallel(home, commands):
     results = [(p.wait(timeout=60), p.stdout.read(), p.stderr.read()) for p in procs]
     for code, out, err in results:
         assert code == 0, (out, err)
-    return results
+    return [json.loads(out) for _, out, _ in results]
 
 
 def test_six_parallel_creators_all_land(home):
     make_basics(with_key=False)
-    run_parallel(home, [["agent", "create", f"par{i}", "--model", "m1"] for i in range(6)])
+    docs = run_parallel(home, [["agent", "create", f"par{i}", "--model", "m1"] for i in range(6)])
+    assert [d["name"] for d in docs] == [f"par{i}" for i in range(6)]
     names = {i["name"] for i in fwj("agent", "list")["items"]}
     assert {f"par{i}" for i in range(6)} <= names
 
@@ -43,37 +46,106 @@ def test_parallel_mounts_of_one_agent_all_land(home):
     assert sorted(data["builtin_tools"]) == sorted(groups) and data["description"] == "d"
 
 
+# A writer that stops in the middle of its one write, where the test says, and says so: the
+# test hook slows fw's own file writes down (4 KiB at a time, flushed) and parks the process
+# at the chosen point, so the kill lands there every time, not by luck.
 WRITER = r"""
+import os
 import sys
-from framework_cli.store import Home
+import time
+
 from framework_cli.resources import resource_write
-home = Home.open(sys.argv[1])
-i = 0
-print("ready", flush=True)
-while True:
-    body = ("A" if i % 2 else "B") * 400_000 + "\n"
-    resource_write(home, "prompt", "big", {"body": body, "description": f"round {i}"})
-    i += 1
+from framework_cli.store import Home
+
+home_path, pause, body = sys.argv[1], sys.argv[2], sys.argv[3]
+real_fdopen, real_replace = os.fdopen, os.replace
+CHUNK = 4096
+
+
+def park(what, path):
+    print(what, path, flush=True)
+    time.sleep(600)
+
+
+class SlowFile:
+    def __init__(self, handle, path):
+        self.handle, self.path = handle, path
+
+    def write(self, text):
+        for start in range(0, len(text), CHUNK):
+            if pause == "mid_write" and start <= len(text) // 2 < start + CHUNK:
+                park("paused", self.path)
+            self.handle.write(text[start:start + CHUNK])
+            self.handle.flush()
+        return len(text)
+
+    def __getattr__(self, name):
+        return getattr(self.handle, name)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return self.handle.__exit__(*exc)
+
+
+def slow_fdopen(fd, *args, **kwargs):
+    return SlowFile(real_fdopen(fd, *args, **kwargs), os.readlink(f"/proc/self/fd/{fd}"))
+
+
+def paused_replace(src, dst, *args, **kwargs):
+    if pause == "before_replace" and str(dst).endswith("big.md"):
+        park("paused", src)
+    real_replace(src, dst, *args, **kwargs)
+    if pause == "after_replace" and str(dst).endswith("big.md"):
+        park("paused", dst)
+
+
+os.fdopen, os.replace = slow_fdopen, paused_replace
+resource_write(Home.open(home_path), "prompt", "big", {"body": body * 400_000 + "\n"})
+print("finished", flush=True)
 """
 
+OLD, NEW = "A" * 400_000 + "\n", "B" * 400_000 + "\n"
 
-def test_sigkill_mid_write_leaves_the_old_or_the_new_file(home, tmp_path):
-    fwj("resource", "write", "prompt", "big", "--create", "--data", json.dumps({"body": "A" * 400_000 + "\n"}))
+
+@pytest.mark.parametrize("pause", ["mid_write", "before_replace", "after_replace"])
+def test_sigkill_mid_write_leaves_the_old_or_the_new_file(home, tmp_path, pause):
+    fwj("resource", "write", "prompt", "big", "--create", "--data", json.dumps({"body": OLD}))
+    target = home / "prompts/default/big.md"
+    old_bytes = target.read_bytes()
     script = tmp_path / "writer.py"
     script.write_text(WRITER)
-    rng = random.Random(7)
-    for _ in range(8):
-        proc = subprocess.Popen([sys.executable, str(script), str(home)], stdout=subprocess.PIPE, text=True)
-        assert proc.stdout.readline().strip() == "ready"
-        time.sleep(rng.uniform(0.05, 0.4))
+    proc = subprocess.Popen([sys.executable, str(script), str(home), pause, "B"], stdout=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline().split(" ", 1)
+    finally:
         proc.send_signal(signal.SIGKILL)
-        proc.wait()
-        doc = fwj("resource", "read", "prompt", "big")
-        assert doc["body"] in ("A" * 400_000 + "\n", "B" * 400_000 + "\n")
-        assert [i["name"] for i in fwj("resource", "list", "prompt")["items"]] == ["big", "default"]
-        assert fwj("home", "check")["ok"] is True
-        leftovers = [p.name for p in (home / "prompts/default").iterdir() if not p.name.startswith(".")]
-        assert sorted(leftovers) == ["big.md", "default.md"]
+        proc.wait(timeout=30)
+    assert line[0] == "paused", line
+    where = Path(line[1].strip())
+    body = fwj("resource", "read", "prompt", "big")["body"]
+    temps = sorted(p.name for p in target.parent.glob(".big.md.*.tmp"))
+    if pause == "after_replace":
+        assert body == NEW
+        assert where == target and temps == []
+    else:
+        # killed while the write was under way: the target is untouched, wholly the old file
+        assert body == OLD
+        assert target.read_bytes() == old_bytes
+        # and the write really was under way, in a temp file beside the target
+        assert where.parent == target.parent and where.name in temps, (where, temps)
+        written = where.read_bytes()
+        if pause == "mid_write":
+            assert 0 < len(written) < len(old_bytes)
+            assert written.startswith(b"---\n---\nBBBB") and written.endswith(b"B")
+        else:
+            assert written == old_bytes.replace(b"A", b"B")
+    # the leftover temp file is fw's own: never a resource, never a problem
+    assert [i["name"] for i in fwj("resource", "list", "prompt")["items"]] == ["big", "default"]
+    assert fwj("home", "check")["ok"] is True
+    leftovers = [p.name for p in target.parent.iterdir() if not p.name.startswith(".")]
+    assert sorted(leftovers) == ["big.md", "default.md"]
     # the lock died with the writer: the next write goes through
     fwj("resource", "write", "prompt", "big", "--data", '{"body": "done\\n"}')
     assert fwj("resource", "read", "prompt", "big")["body"] == "done\n"

@@ -56,25 +56,58 @@ def test_the_command_printed_by_the_plan_works(graph):
     assert doc["deleted"] == ["agent/a1", "agent/a2", "model/m1"]
 
 
+P1_PLAN = ["agent/a1", "agent/a2", "model/m1", "model/m2", "provider/p1"]
+NO_CHANGE = {"added": [], "gone": [], "reordered": False, "duplicated": []}
+
+
 @pytest.mark.parametrize(
-    "confirm",
+    "confirm,changes",
     [
-        "provider/p1,model/m2,model/m1,agent/a2,agent/a1",  # reversed
-        "agent/a1,agent/a2,model/m1",  # subset
-        "agent/a1,agent/a2,model/m1,model/m2,provider/p1,provider/p2",  # superset
-        "agent/a1,agent/a1,agent/a2,model/m1,model/m2,provider/p1",  # duplicated
-        "",
+        pytest.param("provider/p1,model/m2,model/m1,agent/a2,agent/a1", {**NO_CHANGE, "reordered": True}, id="reversed"),
+        pytest.param("agent/a1,agent/a2,model/m1", {**NO_CHANGE, "added": ["model/m2", "provider/p1"]}, id="subset"),
+        pytest.param("agent/a1,agent/a2,model/m1,model/m2,provider/p1,provider/p2", {**NO_CHANGE, "gone": ["provider/p2"]}, id="superset"),
+        pytest.param("agent/a1,agent/a1,agent/a2,model/m1,model/m2,provider/p1", {**NO_CHANGE, "duplicated": ["agent/a1"]}, id="duplicated"),
+        pytest.param("agent/a1,agent/a2,model/m1,model/m2,provider/p2", {**NO_CHANGE, "added": ["provider/p1"], "gone": ["provider/p2"]}, id="swapped"),
+        pytest.param("", {**NO_CHANGE, "added": P1_PLAN}, id="empty"),
     ],
 )
-def test_anything_but_the_exact_plan_is_stale_and_changes_nothing(graph, confirm):
+def test_anything_but_the_exact_plan_is_stale_and_changes_nothing(graph, confirm, changes):
     before = snapshot(graph)
     result = fw("resource", "delete", "provider", "p1", "--recursive", "--confirm", confirm, "--json")
     assert result.exit_code == 6, result
     error = result.json["error"]
     assert error["code"] == "stale_confirmation"
-    assert error["plan"] == ["agent/a1", "agent/a2", "model/m1", "model/m2", "provider/p1"]
-    assert set(error["changes"]) == {"added", "gone", "reordered", "duplicated"}
+    assert error["plan"] == P1_PLAN
+    assert error["blocked"] == []
+    assert error["changes"] == changes
+    assert f"--confirm {','.join(P1_PLAN)}" in error["hint"]
     assert snapshot(graph) == before
+
+
+def test_the_plan_document_names_its_target_dependents_and_confirm_string(graph):
+    doc = fwj("resource", "delete", "provider", "p1", "--recursive")
+    assert doc == {
+        "status": "plan",
+        "target": "provider/p1",
+        "recursive": True,
+        "plan": P1_PLAN,
+        "blocked": [],
+        "dependents": {"provider/p1": ["model/m1", "model/m2"], "model/m1": ["agent/a1", "agent/a2"]},
+        "confirm": "agent/a1,agent/a2,model/m1,model/m2,provider/p1",
+    }
+    # the human plan draws the same dependents as a tree
+    human = fw("resource", "delete", "provider", "p1", "--recursive")
+    lines = human.stdout.splitlines()
+    start = lines.index("provider/p1")
+    assert lines[start:start + 5] == ["provider/p1", "├── model/m1", "│   ├── agent/a1", "│   └── agent/a2", "└── model/m2"]
+    # a plain plan lists no dependents of its own: they are not in it, they block it
+    doc = fwj("resource", "delete", "model", "m1")
+    assert doc["dependents"] == {} and doc["confirm"] == "model/m1" and doc["recursive"] is False
+    # the confirm string is what the confirmation takes, as is
+    before = resources()
+    plan = fwj("resource", "delete", "provider", "p1", "--recursive")
+    assert fwj("resource", "delete", "provider", "p1", "--recursive", "--confirm", plan["confirm"]) == {"status": "deleted", "deleted": P1_PLAN}
+    assert resources() == before - set(P1_PLAN)
 
 
 def test_a_dependent_added_after_the_plan_makes_it_stale(graph):
@@ -142,7 +175,8 @@ def test_a_managed_agent_is_blocked_until_unbound(graph):
 
 def test_the_provider_secret_and_mcp_secrets_go_with_them(graph):
     assert (graph / "secrets/provider/p1.json").exists()
-    fwj("resource", "delete", "provider", "p1", "--recursive", "--confirm", "agent/a1,agent/a2,model/m1,model/m2,provider/p1")
+    doc = fwj("resource", "delete", "provider", "p1", "--recursive", "--confirm", "agent/a1,agent/a2,model/m1,model/m2,provider/p1")
+    assert doc["deleted"] == ["agent/a1", "agent/a2", "model/m1", "model/m2", "provider/p1"]
     assert not (graph / "secrets/provider/p1.json").exists()
     assert (graph / "secrets/mcp/x1.json").exists()
     fwj("resource", "delete", "mcp", "x1", "--confirm", "mcp/x1")
@@ -154,7 +188,10 @@ def test_every_kind_can_be_deleted_and_the_home_stays_clean(graph):
     for kind, name in [("agent", "a1"), ("skill", "s1"), ("mcp", "x1"), ("harness", "h1"), ("prompt", "pr1")]:
         doc = fwj("resource", "delete", kind, name)
         assert doc["blocked"] == [], doc
-        fwj("resource", "delete", kind, name, "--confirm", f"{kind}/{name}")
+        before = resources()
+        assert fwj("resource", "delete", kind, name, "--confirm", f"{kind}/{name}") == {"status": "deleted", "deleted": [f"{kind}/{name}"]}
+        assert resources() == before - {f"{kind}/{name}"}
+        assert fwj("resource", "read", kind, name, code=3)["error"]["code"] == "not_found"
         assert fwj("home", "check")["ok"] is True
     assert not (graph / "skills/default/s1").exists()
 
@@ -169,7 +206,8 @@ def test_bad_input_to_delete(graph):
     before = snapshot(graph)
     assert fwj("resource", "delete", "model", "../m1", code=4)["error"]["code"] == "invalid"
     assert fwj("resource", "delete", "model", "ghost", code=3)["error"]["code"] == "not_found"
-    assert fw("resource", "delete", "gizmo", "m1", "--json").exit_code == 2
+    result = fw("resource", "delete", "gizmo", "m1", "--json")
+    assert result.exit_code == 2 and result.json["error"]["code"] == "usage"
     assert snapshot(graph) == before
 
 

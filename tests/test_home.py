@@ -29,7 +29,9 @@ def test_init_refuses_a_folder_with_other_files(tmp_path):
 def test_missing_home_names_home_init(tmp_path):
     result = fw("--home", str(tmp_path / "nowhere"), "resource", "list", "agent")
     assert result.exit_code == 3
+    assert result.stdout == "" and result.stderr.startswith("Error: the framework home")
     assert "fw home init" in result.stderr
+    assert not (tmp_path / "nowhere").exists()
     doc = fwj("--home", str(tmp_path / "nowhere"), "agent", "list", code=3)
     assert doc["error"]["code"] == "not_found" and "fw home init" in doc["error"]["hint"]
 
@@ -93,8 +95,46 @@ def test_check_does_not_modify_the_home(sample):
 def test_files_that_are_not_text_are_corrupt_never_a_crash(home):
     (home / "agents/default/bin.yaml").write_bytes(b"\xff\xfe\x00model: x\n")
     (home / "principals/bin.yaml").write_bytes(b"\xff\xfe")
-    for args in (["home", "check"], ["agent", "list"], ["resource", "read", "agent", "bin"], ["agent", "edit", "bin", "--description", "x"], ["principal", "list"]):
-        result = fw(*args, "--json")
-        assert result.exit_code in (0, 4), result
-        assert "internal" not in result.stdout
-    assert (home / "agents/default/bin.yaml").read_bytes() == b"\xff\xfe\x00model: x\n"
+    before = snapshot(home)
+    # the check reports both files as corrupt, and so exits 4
+    doc = fwj("home", "check", code=4)
+    assert sorted((p["code"], p["path"]) for p in doc["problems"]) == [("corrupt", "agents/default/bin.yaml"), ("corrupt", "principals/bin.yaml")]
+    # a listing succeeds and marks the file corrupt
+    items = fwj("agent", "list")["items"]
+    assert [(i["name"], i["error"]["code"], i["error"]["path"]) for i in items] == [("bin", "corrupt", "agents/default/bin.yaml")]
+    principals = fwj("principal", "list")["principals"]
+    assert [(p["name"], p["error"]["code"], p["error"]["path"]) for p in principals] == [("bin", "corrupt", "principals/bin.yaml")]
+    # reading or editing it is refused as corrupt, naming the file
+    for args in (["resource", "read", "agent", "bin"], ["agent", "edit", "bin", "--description", "x"]):
+        error = fwj(*args, code=4)["error"]
+        assert error["code"] == "corrupt" and error["path"] == "agents/default/bin.yaml", error
+    assert snapshot(home) == before
+
+
+def test_check_finds_a_name_used_in_two_categories(home):
+    fwj("category", "create", "harness", "extra")
+    fwj("resource", "write", "harness", "h1", "--create", "--data", '{"type": "local"}')
+    (home / "harnesses/extra/h1.yaml").write_text("type: local\n")
+    doc = fwj("home", "check", code=4)
+    assert doc["ok"] is False
+    assert [(p["code"], p["path"]) for p in doc["problems"]] == [("duplicate", "harnesses/extra/h1.yaml")]
+    assert "harnesses/default/h1.yaml" in doc["problems"][0]["message"]
+    human = fw("home", "check")
+    assert human.exit_code == 4 and "duplicate" in human.stdout and "harnesses/default/h1.yaml" in human.stdout
+    # reading the name is a conflict until one copy is gone
+    assert fwj("resource", "read", "harness", "h1", code=6)["error"]["code"] == "conflict"
+    (home / "harnesses/extra/h1.yaml").unlink()
+    assert fwj("home", "check")["ok"] is True
+
+
+def test_check_finds_the_default_prompt_missing(home):
+    (home / "prompts/default/default.md").unlink()
+    doc = fwj("home", "check", code=4)
+    assert doc["ok"] is False
+    assert [(p["code"], p["path"]) for p in doc["problems"]] == [("missing", "prompts/default/default.md")]
+    assert "fw home init" in doc["problems"][0]["hint"]
+    human = fw("home", "check")
+    assert human.exit_code == 4 and "default prompt is missing" in human.stdout
+    # home init restores it, and the home is clean again
+    assert fwj("home", "init", str(home))["created"] == ["prompts/default/default.md"]
+    assert fwj("home", "check")["ok"] is True

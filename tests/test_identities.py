@@ -45,7 +45,8 @@ def test_binding_refusals_change_nothing(home):
     assert fwj("binding", "set", "bot", "--agent", "ghost", code=4)["error"]["code"] == "invalid"
     assert fwj("binding", "set", "alice", "--agent", "a1", code=4)["error"]["code"] == "invalid"
     assert fwj("binding", "set", "bot", "--agent", "a1", "--policy", "sometimes", code=4)["error"]["code"] == "invalid"
-    assert fw("binding", "set", "bot", "--agent", "a1", "--max-rounds", "0", "--json").exit_code == 2
+    result = fw("binding", "set", "bot", "--agent", "a1", "--max-rounds", "0", "--json")
+    assert result.exit_code == 2 and result.json["error"]["code"] == "usage" and "--max-rounds" in result.json["error"]["message"]
     assert fwj("binding", "enable", "bot", code=3)["error"]["code"] == "not_found"
     assert fwj("binding", "remove", "bot", code=3)["error"]["code"] == "not_found"
     assert snapshot(home) == before

@@ -105,4 +105,5 @@ def test_resource_test_is_static(home, monkeypatch, tmp_path):
     fwj("resource", "write", "mcp", "m2", "--create", "--data", json.dumps({"transport": "stdio", "command": "touch", "args": [str(marker)]}))
     assert fwj("resource", "test", "mcp", "m2")["ok"] is True
     assert not marker.exists()  # nothing was started
-    assert fw("tool", "call", "--manager", "resource_test", "--args", '{"kind": "agent", "reference": "x"}').exit_code == 4
+    result = fw("tool", "call", "--manager", "resource_test", "--args", '{"kind": "agent", "reference": "x"}')
+    assert result.exit_code == 4 and result.json["error"]["code"] == "invalid" and result.json["error"]["field"] == "kind"

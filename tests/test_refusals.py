@@ -67,6 +67,83 @@ def test_json_env_var_turns_on_json_mode_for_usage_errors(home, monkeypatch):
     result = fw("resource", "frobnicate")
     assert result.exit_code == 2
     assert result.json["error"]["code"] == "usage"
+    assert result.stderr == ""
+
+
+def test_json_env_var_turns_on_json_mode_for_results_and_every_error(home, monkeypatch):
+    monkeypatch.setenv("FW_JSON", "1")
+    # results
+    result = fw("resource", "list", "prompt")
+    assert result.exit_code == 0, result
+    assert result.json == {"kind": "prompt", "items": [{"name": "default", "category": "default", "description": result.json["items"][0]["description"]}]}
+    result = fw("resource", "write", "harness", "h1", "--create", "--data", '{"type": "local"}')
+    assert result.exit_code == 0, result
+    assert (result.json["kind"], result.json["name"], result.json["data"]["type"]) == ("harness", "h1", "local")
+    assert fw("home", "check").json["ok"] is True
+    # errors of every kind: one JSON document on stdout, nothing on stderr
+    for args, code, exit_code in (
+        (["resource", "read", "harness", "ghost"], "not_found", 3),
+        (["resource", "write", "harness", "h1", "--data", '{"colour": "red"}'], "invalid", 4),
+        (["resource", "write", "harness", "h1", "--create", "--data", '{"type": "local"}'], "exists", 6),
+        (["run", "start", "--agent", "a1", "--principal", "p"], "usage", 2),
+    ):
+        result = fw(*args)
+        assert result.exit_code == exit_code, result
+        assert set(result.json) == {"error"} and result.json["error"]["code"] == code, result
+        assert result.stderr == ""
+    (home / "harnesses/default/bad.yaml").write_text("type: [\n")
+    result = fw("home", "check")
+    assert result.exit_code == 4 and [p["path"] for p in result.json["problems"]] == ["harnesses/default/bad.yaml"]
+    # and without it, the same commands speak to people
+    monkeypatch.delenv("FW_JSON")
+    result = fw("resource", "read", "harness", "ghost")
+    assert result.exit_code == 3 and result.stdout == "" and result.stderr.startswith("Error: no harness named 'ghost'")
+    assert not fw("resource", "list", "prompt").stdout.lstrip().startswith("{")
+
+
+def boom(*args, **kwargs):
+    raise RuntimeError(f"boom: something broke near {CANARY}")
+
+
+def test_an_unexpected_failure_is_internal_in_json_mode(home, monkeypatch):
+    import framework_cli.cli.resource
+
+    fw("resource", "write", "provider", "keyed", "--create", "--data", json.dumps({"base_url": "https://k.test", "api_key": CANARY}))
+    monkeypatch.setattr(framework_cli.cli.resource, "resource_list", boom)
+    result = fw("resource", "list", "harness", "--json")
+    assert result.exit_code == 1, result
+    error = result.json["error"]  # the whole of stdout is one JSON document
+    assert error["code"] == "internal"
+    assert "RuntimeError" in error["message"] and "boom" in error["message"]
+    assert "bug" in error["hint"]
+    assert result.stderr == ""
+    assert "Traceback" not in result.output and CANARY not in result.output
+
+
+def test_an_unexpected_failure_is_internal_in_human_mode(home, monkeypatch):
+    import framework_cli.cli.resource
+
+    fw("resource", "write", "provider", "keyed", "--create", "--data", json.dumps({"base_url": "https://k.test", "api_key": CANARY}))
+    monkeypatch.setattr(framework_cli.cli.resource, "resource_list", boom)
+    result = fw("resource", "list", "harness")
+    assert result.exit_code == 1, result
+    assert result.stdout == ""
+    lines = result.stderr.splitlines()
+    assert lines[0].startswith("Error: unexpected error: RuntimeError: boom")
+    assert lines[1].startswith("Hint: ") and "bug" in lines[1]
+    assert "Traceback" not in result.output and CANARY not in result.output
+
+
+def test_an_unexpected_failure_inside_a_tool_is_internal_and_audited(home, monkeypatch):
+    import framework_cli.tools
+
+    monkeypatch.setattr(framework_cli.tools, "resource_list", boom)
+    result = fw("tool", "call", "--manager", "resource_list", "--args", '{"kind": "agent"}')
+    assert result.exit_code == 1, result
+    assert result.json["error"]["code"] == "internal"
+    assert result.stderr == "" and "Traceback" not in result.output
+    entry = json.loads((home / "audit.jsonl").read_text().splitlines()[-1])
+    assert (entry["tool"], entry["caller"], entry["outcome"], entry["error"]) == ("resource_list", "manager", "error", "internal")
 
 
 def test_the_installed_fw_never_prints_a_traceback(home):
@@ -77,6 +154,8 @@ def test_the_installed_fw_never_prints_a_traceback(home):
             assert "Traceback" not in result.output
             if extra:
                 assert json.loads(result.stdout)["error"]["code"] == "usage"
+            else:
+                assert result.stdout == "" and result.stderr.startswith("Error:") and "Hint:" in result.stderr
 
 
 def test_an_unreadable_data_file_is_a_usage_error(home, tmp_path):
@@ -85,7 +164,15 @@ def test_an_unreadable_data_file_is_a_usage_error(home, tmp_path):
     assert fw("resource", "write", "harness", "h1", "--create", "--data", f"@{data}").exit_code == 0
     result = fw("resource", "write", "harness", "h2", "--create", "--data", "-", input='{"type": "x"}')
     assert result.exit_code == 0, result
-    assert "h2" in [i["name"] for i in json.loads(fw("resource", "list", "harness", "--json").stdout)["items"]]
+    listed = {i["name"]: i["type"] for i in json.loads(fw("resource", "list", "harness", "--json").stdout)["items"]}
+    assert listed == {"h1": "local", "h2": "x"}
+    before = snapshot(home)
+    result = fw("resource", "write", "harness", "h3", "--create", "--data", f"@{tmp_path / 'missing.json'}", "--json")
+    assert result.exit_code == 2 and result.json["error"]["code"] == "usage"
+    assert "missing.json" in result.json["error"]["message"]
+    result = fw("resource", "write", "harness", "h3", "--create", "--data", f"@{tmp_path}", "--json")  # a folder
+    assert result.exit_code == 2 and result.json["error"]["code"] == "usage"
+    assert snapshot(home) == before
 
 
 def test_a_group_alone_shows_its_help(home):

@@ -1,4 +1,6 @@
 import json
+import os
+from pathlib import Path
 
 import pytest
 
@@ -85,19 +87,34 @@ def test_a_write_naming_a_missing_resource_is_invalid(home, base):
         assert doc["error"]["code"] == "invalid"
         assert "does not exist" in doc["error"]["message"]
     doc = fwj("resource", "write", "model", "m0", "--data", '{"provider": "ghost"}', code=4)
+    assert doc["error"]["code"] == "invalid" and doc["error"]["field"] == "provider"
+    assert "provider 'ghost', which does not exist" in doc["error"]["message"]
+    assert fwj("resource", "read", "model", "m0")["data"]["provider"] == "p0"
     assert snapshot(home) == before
 
 
-@pytest.mark.parametrize("bad", ["../x", "A", "a/b", "", ".hidden", "x" * 64, "a b", "a\n", "_a"])
-def test_bad_names_are_refused_before_any_path_is_built(bad, home, tmp_path):
+@pytest.mark.parametrize("bad", ["../x", "../default/x", "A", "a/b", "", ".hidden", "x" * 64, "a b", "a\n", "_a"])
+def test_bad_names_are_refused_before_any_path_is_built(bad, home):
+    # A valid harness file waits exactly where the bad name would lead inside the home
+    # (harnesses/default/../x.yaml is harnesses/x.yaml): nothing may read or replace it.
+    planted = Path(os.path.normpath(home / "harnesses/default" / f"{bad}.yaml"))
+    assert planted.is_relative_to(home)
+    planted.parent.mkdir(parents=True, exist_ok=True)
+    planted.write_text("type: planted-by-the-test\n")
     before = snapshot(home)
     doc = fwj("resource", "write", "harness", bad, "--create", "--data", '{"type": "t"}', code=4)
     assert doc["error"]["code"] == "invalid"
+    doc = fwj("resource", "write", "harness", bad, "--data", '{"type": "t"}', code=4)
+    assert doc["error"]["code"] == "invalid"
     doc = fwj("resource", "read", "harness", bad, code=4)
+    assert doc["error"]["code"] == "invalid" and "planted" not in json.dumps(doc)
+    doc = fwj("resource", "delete", "harness", bad, "--confirm", f"harness/{bad}", code=4)
     assert doc["error"]["code"] == "invalid"
     doc = fwj("category", "create", "harness", bad, code=4)
+    assert doc["error"]["code"] == "invalid"
     assert snapshot(home) == before
-    assert not (tmp_path / "x.yaml").exists()
+    assert planted.read_text() == "type: planted-by-the-test\n"
+    assert not (home / "x").exists() and not (home / "harnesses/x").exists()
 
 
 def test_category_places_lists_and_moves(home, base):
@@ -125,6 +142,7 @@ def test_moving_a_skill_moves_its_whole_folder(home):
 def test_write_into_a_missing_category_is_refused(home):
     before = snapshot(home)
     doc = fwj("resource", "write", "harness", "h1", "--create", "--category", "nope", "--data", '{"type": "t"}', code=4)
+    assert doc["error"]["code"] == "invalid"
     assert "fw category create harness nope" in doc["error"]["hint"]
     assert snapshot(home) == before
 
@@ -183,7 +201,7 @@ def test_corrupt_files_are_listed_as_corrupt_and_read_as_corrupt(home):
     doc = fwj("resource", "read", "harness", "bad", code=4)
     assert doc["error"]["code"] == "corrupt" and doc["error"]["path"] == "harnesses/default/bad.yaml"
     human = fw("resource", "list", "harness")
-    assert human.exit_code == 0 and "CORRUPT" in human.stdout
+    assert human.exit_code == 0 and "CORRUPT" in human.stdout and "fw home check" in human.stdout
 
 
 def test_an_update_can_repair_a_file_that_parses_but_does_not_validate(home):
@@ -196,18 +214,22 @@ def test_mcp_transport_fields_are_checked(home):
     doc = fwj("resource", "write", "mcp", "x", "--create", "--data", '{"transport": "http"}', code=4)
     assert "url" in doc["error"]["message"]
     doc = fwj("resource", "write", "mcp", "x", "--create", "--data", '{"transport": "stdio", "command": "c", "url": "https://a.test"}', code=4)
+    assert doc["error"]["code"] == "invalid" and "transport http only" in doc["error"]["message"]
+    assert not (home / "mcps/default/x.yaml").exists()
     fwj("resource", "write", "mcp", "web", "--create", "--data", '{"transport": "http", "url": "https://mcp.test/x", "headers": {"Authorization": "Bearer abcdefgh"}}')
     assert fwj("resource", "read", "mcp", "web")["data"]["headers"] == {"Authorization": "[redacted]"}
 
 
 def test_unknown_fields_are_invalid_and_name_the_field(home):
     doc = fwj("resource", "write", "harness", "h1", "--create", "--data", '{"type": "t", "colour": "red"}', code=4)
-    assert doc["error"]["field"] == "colour"
+    assert doc["error"]["code"] == "invalid" and doc["error"]["field"] == "colour"
+    assert not (home / "harnesses/default/h1.yaml").exists()
 
 
 def test_skill_name_must_match_its_reference(home):
     doc = fwj("resource", "write", "skill", "s1", "--create", "--data", '{"name": "other", "description": "d"}', code=4)
-    assert doc["error"]["code"] == "invalid"
+    assert doc["error"]["code"] == "invalid" and doc["error"]["field"] == "name"
+    assert not (home / "skills/default/s1").exists() and not (home / "skills/default/other").exists()
 
 
 def test_list_of_a_large_home_uses_the_index_and_sees_changes(home):
@@ -238,11 +260,12 @@ def test_a_long_human_listing_shows_every_row(home):
     for i in range(250):
         (home / f"harnesses/default/h{i:03d}.yaml").write_text(f"type: t{i}\ndescription: number {i}\n")
     result = fw("resource", "list", "harness")
-    assert result.exit_code == 0
+    assert result.exit_code == 0, result
     lines = result.stdout.splitlines()
     assert lines[0] == "harnesses (250)"
-    assert sum(1 for l in lines if l.startswith("h")) >= 250
-    assert "number 249" in result.stdout
+    assert lines[1].split() == ["name", "category", "type", "command", "capabilities", "description"]
+    rows = [line.split() for line in lines[2:]]
+    assert rows == [[f"h{i:03d}", "default", f"t{i}", "tool_calling=no", "number", str(i)] for i in range(250)]
 
 
 def test_yes_and_no_are_text_for_every_reader(home):

@@ -53,12 +53,14 @@ def test_errors_never_echo_a_key(home):
         {"base_url": "https://x.test", "api_key": CANARY, "colour": CANARY},
         {"base_url": CANARY, "api_key": CANARY},
     ):
-        for mode in ([], ["--json"]):
-            r = fw("resource", "write", "provider", "p1", "--create", "--data", json.dumps(data), *mode)
-            assert r.exit_code == 4, r
-            outputs.append(r.output)
+        r = fw("resource", "write", "provider", "p1", "--create", "--data", json.dumps(data))
+        assert r.exit_code == 4 and r.stderr.startswith("Error:") and r.stdout == "", r
+        outputs.append(r.output)
+        r = fw("resource", "write", "provider", "p1", "--create", "--data", json.dumps(data), "--json")
+        assert r.exit_code == 4 and r.json["error"]["code"] == "invalid", r
+        outputs.append(r.output)
     r = fw("resource", "write", "provider", "p1", "--create", "--data", "{bad json " + CANARY)
-    assert r.exit_code == 2
+    assert r.exit_code == 2 and r.stderr.startswith("Error: --data is not valid JSON"), r
     outputs.append(r.output)
     assert snapshot(home) == before
     assert_canary_nowhere(home, outputs)
@@ -83,8 +85,12 @@ def test_key_source_rules(home):
 def test_api_key_stdin_rules(home):
     r = fw("resource", "write", "provider", "p1", "--create", "--api-key-stdin", "--json", "--data", '{"base_url": "https://x.test"}', input="\n")
     assert r.exit_code == 4 and r.json["error"]["code"] == "invalid"
+    assert not (home / "providers/default/p1.yaml").exists()
+    before = snapshot(home)
     r = fw("resource", "write", "harness", "h1", "--create", "--api-key-stdin", "--json", "--data", '{"type": "t"}', input=CANARY)
-    assert r.exit_code == 2
+    assert r.exit_code == 2 and r.json["error"]["code"] == "usage"
+    assert "providers only" in r.json["error"]["message"]
+    assert snapshot(home) == before
     assert_canary_nowhere(home, [r.output])
 
 
@@ -101,6 +107,45 @@ def test_mcp_env_and_header_values_are_secrets(home):
     outputs.append(r.output)
     assert_canary_nowhere(home, outputs)
     assert stat.S_IMODE((home / "secrets/mcp/x.json").stat().st_mode) == 0o600
+
+
+def test_mcp_header_values_live_only_under_secrets(home):
+    outputs = []
+    r = fw("resource", "write", "mcp", "web", "--create", "--json", "--data",
+           json.dumps({"transport": "http", "url": "https://mcp.test/x", "headers": {"Authorization": f"Bearer {CANARY}"}}))
+    assert r.exit_code == 0, r
+    assert r.json["data"]["headers"] == {"Authorization": "[redacted]"}
+    outputs.append(r.output)
+    text = (home / "mcps/default/web.yaml").read_text()
+    assert "headers" not in text and "Authorization" not in text
+    secret_file = home / "secrets/mcp/web.json"
+    assert json.loads(secret_file.read_text()) == {"headers": {"Authorization": f"Bearer {CANARY}"}}
+    assert stat.S_IMODE(secret_file.stat().st_mode) == 0o600
+    # a patch adds a header beside the stored one, and still only under secrets/
+    r = fw("resource", "write", "mcp", "web", "--json", "--data", json.dumps({"headers": {"X-Team": "team-secret-42"}}))
+    assert r.exit_code == 0, r
+    assert r.json["data"]["headers"] == {"Authorization": "[redacted]", "X-Team": "[redacted]"}
+    outputs.append(r.output)
+    assert json.loads(secret_file.read_text())["headers"] == {"Authorization": f"Bearer {CANARY}", "X-Team": "team-secret-42"}
+    for args in (["resource", "read", "mcp", "web"], ["resource", "list", "mcp"], ["home", "check"]):
+        outputs += [fw(*args).output, fw(*args, "--json").output]
+    assert not any("team-secret-42" in o for o in outputs)
+    assert not any(b"team-secret-42" in p.read_bytes() for p in files_outside_secrets(home))
+    assert_canary_nowhere(home, outputs)
+    # null removes one header
+    fwj("resource", "write", "mcp", "web", "--data", '{"headers": {"X-Team": null}}')
+    assert json.loads(secret_file.read_text())["headers"] == {"Authorization": f"Bearer {CANARY}"}
+
+
+def test_mcp_headers_written_by_hand_move_to_secrets_on_the_next_write(home):
+    (home / "mcps/default/web.yaml").write_text(f"transport: http\nurl: https://mcp.test/x\nheaders:\n  Authorization: Bearer {CANARY}\n")
+    assert [w["code"] for w in fwj("home", "check")["warnings"]] == ["plaintext_secret"]
+    assert fwj("resource", "read", "mcp", "web")["data"]["headers"] == {"Authorization": "[redacted]"}
+    fwj("resource", "write", "mcp", "web", "--data", '{"description": "moved"}')
+    assert (home / "mcps/default/web.yaml").read_text() == "transport: http\nurl: https://mcp.test/x\ndescription: moved\n"
+    assert json.loads((home / "secrets/mcp/web.json").read_text()) == {"headers": {"Authorization": f"Bearer {CANARY}"}}
+    assert fwj("home", "check")["warnings"] == []
+    assert_canary_nowhere(home, [])
 
 
 def test_a_key_written_by_hand_is_never_shown_and_moves_on_the_next_write(home):

@@ -167,6 +167,46 @@ def test_ended_and_expired_runs_refuse_calls(mounted):
     assert statuses[run["run_id"]] == "ended" and statuses[short["run_id"]] == "expired"
 
 
+def test_ending_a_run_again_changes_nothing(mounted, monkeypatch):
+    import framework_cli.runs
+
+    run = start("--agent", "a1")
+    first = fwj("run", "end", run["run_id"])
+    assert first["status"] == "ended" and first["ended_at"]
+    path = mounted / "runs" / f"{run['run_id']}.json"
+    before = (path.read_bytes(), path.stat().st_mtime_ns, path.stat().st_ino)
+    # an hour later, the same run is ended again
+    later = framework_cli.runs._now() + framework_cli.runs.timedelta(hours=1)
+    monkeypatch.setattr(framework_cli.runs, "_now", lambda: later)
+    second = fwj("run", "end", run["run_id"])
+    assert second == first
+    assert fwj("run", "show", run["run_id"])["ended_at"] == first["ended_at"]
+    assert (path.read_bytes(), path.stat().st_mtime_ns, path.stat().st_ino) == before
+
+
+@pytest.mark.parametrize("lease", ["0", "-5"])
+def test_a_lease_under_one_second_is_refused(mounted, lease):
+    before = snapshot(mounted)
+    doc = fwj("run", "start", "--agent", "a1", "--lease", lease, code=4)
+    assert doc["error"]["code"] == "invalid" and "lease" in doc["error"]["message"]
+    assert snapshot(mounted) == before
+    assert fwj("run", "list")["runs"] == []
+
+
+def test_a_lease_of_one_second_is_the_shortest(mounted):
+    run = start("--agent", "a1", "--lease", "1")
+    assert run["lease_seconds"] == 1 and run["status"] == "active"
+
+
+@pytest.mark.parametrize("run_id", ["run-20260101T000000-00000000", "../../etc/passwd"])
+def test_a_call_for_an_unknown_run_is_never_audited_as_the_manager(mounted, run_id):
+    doc = call(["--run", run_id], "framework_resource_list", {"kind": "agent"}, code=3)
+    assert doc["error"]["code"] == "not_found"
+    entry = json.loads((mounted / "audit.jsonl").read_text().splitlines()[-1])
+    assert entry["caller"] != "manager"
+    assert (entry["run_id"], entry["tool"], entry["outcome"], entry["error"]) == (run_id, "framework_resource_list", "error", "not_found")
+
+
 def test_unknown_runs_and_bad_parameters_are_refused(mounted):
     assert call(["--run", "run-20260101T000000-00000000"], "framework_resource_list", {"kind": "agent"}, code=3)["error"]["code"] == "not_found"
     assert call(["--run", "../../etc/passwd"], "framework_resource_list", {"kind": "agent"}, code=3)["error"]["code"] == "not_found"
