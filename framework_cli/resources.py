@@ -467,6 +467,8 @@ def load_for_edit(text: str, rel: str, *, has_body: bool = False) -> tuple[Any, 
 
     body = None
     try:
+        if NOT_TEXT in text:
+            raise YamlProblem("not a readable text file (a folder, or not UTF-8)", None)
         front = text
         if has_body:
             front, body = split_front_matter(text)

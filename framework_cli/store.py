@@ -103,7 +103,7 @@ class Home:
         try:
             with open(self.root / rel, encoding="utf-8") as handle:
                 return handle.read()
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):
             return None
         except (UnicodeDecodeError, IsADirectoryError):
             return NOT_TEXT  # a folder where a file belongs is as unreadable as binary data
@@ -118,8 +118,16 @@ class Home:
         import tempfile
 
         target = self.root / rel
-        self._make_dirs(target.parent, secret=secret)
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+        try:
+            self._make_dirs(target.parent, secret=secret)
+            fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+        except OSError as exc:  # a file where a folder belongs, a read-only folder, a full disk
+            raise FwError(
+                "corrupt",
+                f"cannot write {rel}: {exc.strerror or type(exc).__name__}",
+                "check that the home's folders are folders fw may write (`fw home check`)",
+                path=rel,
+            ) from None
         try:
             with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
                 handle.write(text)

@@ -42,6 +42,8 @@ def fw(*args: str, input: str | None = None, env: dict | None = None) -> Result:
     """Run fw in-process through Typer's CliRunner."""
     runner = CliRunner()
     result = runner.invoke(APP, list(args), input=input, env=env, catch_exceptions=False)
+    # Every output of every test is checked for the canary key: a leak anywhere fails.
+    assert CANARY not in result.stdout + result.stderr, f"the canary key leaked: fw {' '.join(args)}"
     return Result(result.exit_code, result.stdout, result.stderr)
 
 
@@ -65,6 +67,7 @@ def fw_proc(*args: str, input: str | None = None, home: Path | None = None, time
     if home is not None:
         env["FW_HOME"] = str(home)
     proc = subprocess.run([fw_bin(), *args], input=input, capture_output=True, text=True, env=env, timeout=timeout)
+    assert CANARY not in proc.stdout + proc.stderr, f"the canary key leaked: fw {' '.join(args)}"
     return Result(proc.returncode, proc.stdout, proc.stderr)
 
 

@@ -17,6 +17,12 @@ class Provider(BaseHTTPRequestHandler):
             self._send(200, {"object": "list", "data": [{"id": "model-b"}, {"id": "model-a"}]})
         elif self.path == "/echo/models":
             self._send(500, {"error": f"bad request, you sent {auth}"})
+        elif self.path == "/straddle/models":  # the key placed across the 200th character
+            body = ("x" * 190 + auth.removeprefix("Bearer ") + " and more").encode()
+            self.send_response(500)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
         elif self.path == "/junk/models":
             self._send(200, "not a list")
         else:
@@ -107,3 +113,12 @@ def test_resource_test_is_static(home, monkeypatch, tmp_path):
     assert not marker.exists()  # nothing was started
     result = fw("tool", "call", "--manager", "resource_test", "--args", '{"kind": "agent", "reference": "x"}')
     assert result.exit_code == 4 and result.json["error"]["code"] == "invalid" and result.json["error"]["field"] == "kind"
+
+
+def test_a_key_echoed_across_the_cut_is_redacted_before_the_cut(server):
+    provider("p1", f"{server}/straddle", api_key=CANARY)
+    r = fw("resource", "models", "p1", "--json")
+    assert r.exit_code == 7 and r.json["error"]["code"] == "unavailable", r
+    message = r.json["error"]["message"]
+    assert "[redacted]" in message
+    assert CANARY[:12] not in message  # not even the part before the cut
