@@ -13,8 +13,8 @@ from pathlib import Path
 
 def generated() -> dict[str, str]:
     """File name (relative to schemas/) -> exact text."""
-    from .models import MODELS, json_schema
-    from .tools import TOOLS
+    from .home.models import MODELS, json_schema
+    from .tools.service import TOOLS
 
     out = {f"{kind}.json": json.dumps(json_schema(kind), indent=2, sort_keys=True) + "\n" for kind in MODELS}
     for name, tool in TOOLS.items():

@@ -54,8 +54,8 @@ import os
 import sys
 import time
 
-from framework_cli.resources import resource_write
-from framework_cli.store import Home
+from framework_cli.domain.resources import resource_write
+from framework_cli.home.store import Home
 
 home_path, pause, body = sys.argv[1], sys.argv[2], sys.argv[3]
 real_fdopen, real_replace = os.fdopen, os.replace

@@ -135,10 +135,10 @@ def test_an_unexpected_failure_is_internal_in_human_mode(home, monkeypatch):
 
 
 def test_an_unexpected_failure_inside_a_tool_is_internal_and_audited(home, monkeypatch):
-    import framework_cli.tools
+    import framework_cli.tools.resource_management
 
     make_basics()  # the canary is a stored secret: the error must not show it
-    monkeypatch.setattr(framework_cli.tools, "resource_list", boom)
+    monkeypatch.setattr(framework_cli.tools.resource_management, "resource_list", boom)
     result = fw("tool", "call", "--manager", "resource_list", "--args", '{"kind": "agent"}')
     assert result.exit_code == 1, result
     assert result.json["error"]["code"] == "internal"

@@ -32,7 +32,7 @@ def test_schema_and_model_agree_on_examples(kind, good, bad):
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(bad, schema)
     from framework_cli.errors import FwError
-    from framework_cli.models import validate
+    from framework_cli.home.models import validate
 
     validate(kind, good)
     with pytest.raises(FwError):

@@ -6,8 +6,8 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from ..agents import agent_edit, agent_show
-from ..resources import resource_list, resource_write
+from ..domain.agents import agent_edit, agent_show
+from ..domain.resources import resource_list, resource_write
 from .common import home_of
 from .output import JsonOpt, emit
 from .resource import render_activation, render_list, render_resource, render_written

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from ..audit import audit_list
+from ..tools.audit import audit_list
 from .common import home_of
 from .output import JsonOpt, emit, table
 

@@ -6,7 +6,12 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from ..identities import agent_bind, agent_set_enabled, agent_unbind, binding_list
+from ..domain.identities import (
+    agent_bind,
+    agent_set_enabled,
+    agent_unbind,
+    binding_list,
+)
 from .common import home_of
 from .output import JsonOpt, emit, table
 

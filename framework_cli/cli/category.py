@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from ..resources import category_create, category_delete, category_list
+from ..domain.resources import category_create, category_delete, category_list
 from .common import KindArg, home_of
 from .output import JsonOpt, emit, table
 

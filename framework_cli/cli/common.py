@@ -7,8 +7,8 @@ from typing import Annotated
 
 import typer
 
-from ..kinds import KIND_NAMES
-from ..store import Home
+from ..home.kinds import KIND_NAMES
+from ..home.store import Home
 
 KindName = Enum("KindName", {k: k for k in KIND_NAMES}, type=str)  # type: ignore[misc]
 
@@ -19,7 +19,7 @@ KindArg = Annotated[
 
 
 def home_of(ctx: typer.Context) -> Home:
-    from .. import secrets
+    from ..home import secrets
 
     root = ctx.find_root()
     home = Home.open((root.obj or {}).get("home"))

@@ -7,8 +7,9 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from ..domain.check import check_home
 from ..errors import EXIT_CODES
-from ..home import check_home, init_home
+from ..home.layout import init_home
 from .common import home_of
 from .output import JsonOpt, emit, json_wanted
 
@@ -60,7 +61,7 @@ def check(ctx: typer.Context, as_json: JsonOpt = False) -> None:
             console.print(Text.assemble((problem["code"], "red"), " ", problem["message"]))
         for warning in doc["warnings"]:
             console.print(Text.assemble(("warning", "yellow"), " ", warning["message"]))
-        from ..kinds import KINDS
+        from ..home.kinds import KINDS
 
         counted = ", ".join(f"{n} {k if n == 1 else KINDS[k].folder}" for k, n in doc["counts"].items())
         if doc["ok"]:

@@ -27,10 +27,14 @@ class FwGroup(TyperGroup):
         standalone_mode: bool = True,
         **extra: Any,
     ) -> Any:
-        from typer._click.exceptions import ClickException, NoArgsIsHelpError, UsageError
+        from typer._click.exceptions import (
+            ClickException,
+            NoArgsIsHelpError,
+            UsageError,
+        )
         from typer.exceptions import Abort
 
-        from .. import secrets
+        from ..home import secrets
 
         args = list(sys.argv[1:] if args is None else args)
         set_root_json(False)

@@ -22,8 +22,8 @@ def serve(
     """Serve the tools over MCP on standard input and output until the client disconnects.
     Every call is authorised and audited as with `fw tool call`; --json applies to
     errors before serving starts."""
-    from ..mcpserver import serve as serve_mcp
-    from ..tools import caller_for
+    from ..tools.mcp_server import serve as serve_mcp
+    from ..tools.service import caller_for
 
     home = home_of(ctx)
     serve_mcp(home, caller_for(home, manager, run))

@@ -11,7 +11,7 @@ from typing import Annotated, Any
 import typer
 
 from ..errors import FwError
-from ..secrets import redact
+from ..home.secrets import redact
 
 JsonOpt = Annotated[
     bool,

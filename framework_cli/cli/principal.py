@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from ..identities import principal_create, principal_list
+from ..domain.identities import principal_create, principal_list
 from .common import home_of
 from .output import JsonOpt, emit, table
 

@@ -7,9 +7,9 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from ..domain.resources import resource_list, resource_read, resource_write
 from ..errors import EXIT_CODES, FwError
-from ..kinds import KINDS
-from ..resources import resource_list, resource_read, resource_write
+from ..home.kinds import KINDS
 from .common import KindArg, home_of
 from .output import JsonOpt, emit, read_data_arg, table
 
@@ -136,7 +136,7 @@ def delete(
     """Delete a resource in two steps. First run without --confirm: it prints the plan (what
     would be deleted, in order, and what blocks it) and deletes nothing. Then run again with
     --confirm and exactly that plan; if the home changed meanwhile, nothing is deleted."""
-    from ..deletion import resource_delete
+    from ..domain.deletion import resource_delete
 
     doc = resource_delete(home_of(ctx), kind.value, reference, recursive=recursive, confirm=confirm)
     emit(doc, as_json, lambda c: render_deletion(c, doc))
@@ -152,7 +152,7 @@ def render_deletion(console: Any, doc: dict[str, Any]) -> None:
     from rich.text import Text
     from rich.tree import Tree
 
-    from ..deletion import confirm_command, unblock_hint
+    from ..domain.deletion import confirm_command, unblock_hint
 
     items, blocked, users = doc["plan"], doc["blocked"], doc["dependents"]  # users: within the plan
     tree = Tree(Text(doc["target"], style="bold"))
@@ -182,7 +182,7 @@ def render_deletion(console: Any, doc: dict[str, Any]) -> None:
 @app.command("test")
 def test(ctx: typer.Context, kind: KindArg, reference: RefArg, as_json: JsonOpt = False) -> None:
     """Check a provider's or MCP server's configuration statically (no network, no process)."""
-    from ..probes import resource_test
+    from ..domain.probes import resource_test
 
     doc = resource_test(home_of(ctx), kind.value, reference)
     emit(doc, as_json, lambda c: table(c, f"{kind.value} {reference}: {'ok' if doc['ok'] else 'problems found'}", ["check", "ok", "detail"], [[x["name"], x["ok"], x["detail"]] for x in doc["checks"]], "no checks"))
@@ -193,7 +193,7 @@ def test(ctx: typer.Context, kind: KindArg, reference: RefArg, as_json: JsonOpt 
 @app.command("models")
 def models(ctx: typer.Context, reference: RefArg, as_json: JsonOpt = False) -> None:
     """List the models a provider serves (GET {base_url}/models with its key)."""
-    from ..probes import provider_models
+    from ..domain.probes import provider_models
 
     doc = provider_models(home_of(ctx), reference)
     emit(doc, as_json, lambda c: table(c, f"models of {reference}", ["model"], [[m] for m in doc["models"]], "The provider lists no models."))

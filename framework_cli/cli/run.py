@@ -6,7 +6,8 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from ..runs import run_end, run_list, run_show, run_start
+from ..domain.runs import run_end, run_list, run_show
+from ..tools.service import start_run
 from .common import home_of
 from .output import JsonOpt, emit, table
 
@@ -32,7 +33,7 @@ def start(
     as_json: JsonOpt = False,
 ) -> None:
     """Start a run: the agent's definition and tools are frozen for the run's whole life."""
-    doc = run_start(home_of(ctx), principal=principal, agent=agent, lease=lease)
+    doc = start_run(home_of(ctx), principal=principal, agent=agent, lease=lease)
     emit(doc, as_json, lambda c: _render(c, doc))
 
 

@@ -6,7 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..tools import call_tool, caller_for, list_tools
+from ..tools.service import call_tool, caller_for, list_tools
 from .common import home_of
 from .output import JsonOpt, emit, print_json, read_data_arg, table
 

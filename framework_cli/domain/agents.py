@@ -6,11 +6,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .errors import FwError
+from ..errors import FwError
+from ..home.kinds import BUILTIN_GROUPS
+from ..home.store import Home
 from .identities import activation
-from .kinds import BUILTIN_GROUPS
 from .resources import resource_read, resource_write
-from .store import Home
 
 
 def _check_groups(groups: Sequence[str], flag: str) -> None:

@@ -5,9 +5,10 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from .errors import FwError
-from .kinds import check_name, is_reserved
-from .store import Home
+from ..errors import FwError
+from ..home.kinds import check_name, is_reserved
+from ..home.records import edit_record, find_one, load_record
+from ..home.store import Home
 
 PRINCIPALS = "principals"
 BINDINGS = "bindings"
@@ -15,7 +16,6 @@ BINDINGS = "bindings"
 
 def _load_yaml_dir(home: Home, folder: str, kind: str) -> list[tuple[str, dict[str, Any] | None, str]]:
     """(name, validated data or None when corrupt, relative path) of each file of a folder."""
-    from .resources import load_record
 
     out = []
     try:
@@ -44,7 +44,6 @@ def principal_list(home: Home) -> dict[str, Any]:
 
 
 def get_principal(home: Home, name: str) -> dict[str, Any] | None:
-    from .resources import load_record
 
     rel = f"{PRINCIPALS}/{name}.yaml"
     if not home.exists(rel):
@@ -53,8 +52,7 @@ def get_principal(home: Home, name: str) -> dict[str, Any] | None:
 
 
 def principal_create(home: Home, name: str, kind: str) -> dict[str, Any]:
-    from .models import validate
-    from .resources import edit_record
+    from ..home.models import validate
 
     check_name(name, "principal name")
     if is_reserved(name):
@@ -95,7 +93,6 @@ def binding_list(home: Home) -> dict[str, Any]:
 
 def _binding_record(home: Home, principal: str) -> dict[str, Any] | None:
     """The stored binding (validated; `corrupt` if it is not), or None."""
-    from .resources import load_record
 
     rel = f"{BINDINGS}/{principal}.yaml"
     return load_record(home, "binding", principal, rel) if home.exists(rel) else None
@@ -174,8 +171,7 @@ def agent_bind(
 ) -> dict[str, Any]:
     """Create or update a binding. A new one is enabled (directory: the home, rounds:
     unlimited, policy: mentioned); an update changes only what is given, never `enabled`."""
-    from .kinds import KINDS
-    from .resources import edit_record, find_one
+    from ..home.kinds import KINDS
 
     check_name(principal, "principal name")
     check_name(agent, "agent reference")
@@ -202,7 +198,6 @@ def agent_bind(
 
 
 def agent_set_enabled(home: Home, principal: str, enabled: bool) -> dict[str, Any]:
-    from .resources import edit_record
 
     check_name(principal, "principal name")
     if not isinstance(enabled, bool):

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from .errors import FwError
+from ..errors import FwError
 from .kinds import DEFAULT_CATEGORY, KindSpec
 
 LOCK_FILE = ".lock"

@@ -13,7 +13,7 @@ import json
 import os
 from typing import Any
 
-from .errors import FwError
+from ..errors import FwError
 from .store import SECRETS_DIR, Home
 
 REDACTED = "[redacted]"

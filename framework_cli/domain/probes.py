@@ -6,11 +6,12 @@ import os
 import shutil
 from typing import Any
 
-from . import secrets
-from .errors import FwError
-from .kinds import KINDS, check_name
-from .resources import find_one, parse_text, resource_read, validate_stored
-from .store import Home
+from ..errors import FwError
+from ..home import secrets
+from ..home.kinds import KINDS, check_name
+from ..home.records import find_one, parse_text, validate_stored
+from ..home.store import Home
+from .resources import resource_read
 
 
 def _check(name: str, ok: bool, detail: str) -> dict[str, Any]:

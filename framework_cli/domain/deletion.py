@@ -11,11 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import secrets
-from .errors import FwError
-from .kinds import DEFAULT_PROMPT, KINDS, check_name, kind_spec
-from .resources import find_one, scan
-from .store import Home
+from ..errors import FwError
+from ..home import secrets
+from ..home.kinds import DEFAULT_PROMPT, KINDS, check_name, kind_spec
+from ..home.records import find_one
+from ..home.store import Home
+from .resources import scan
 
 # Which kinds may refer to a kind: the edges of the graph, read the other way round.
 REFERRERS: dict[str, tuple[str, ...]] = {

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .errors import FwError
+from ..errors import FwError
 
 NAME_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
 DEFAULT_CATEGORY = "default"

@@ -12,11 +12,12 @@ import hashlib
 import json
 import re
 import secrets as pysecrets
+from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from .errors import FwError
-from .store import Home
+from ..errors import FwError
+from ..home.store import Home
 
 RUNS = "runs"
 RUN_ID_RE = re.compile(r"run-[0-9]{8}T[0-9]{6}-[0-9a-f]{8}")
@@ -35,7 +36,6 @@ RECORD_FIELDS: dict[str, type | tuple[type, ...]] = {
     "started_at": str,
     "lease_expires_at": str,
 }
-TOOL_PREFIX = "framework_"
 
 
 def _now() -> datetime:
@@ -57,14 +57,9 @@ def fingerprint(definition: dict[str, Any]) -> str:
     return "sha256:" + hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
-def granted_tools(definition: dict[str, Any], tool_call: bool) -> list[str]:
-    """The model-side names a run of this definition may call: every tool of each mounted
-    group, and only when the agent's model can call tools at all."""
-    from .tools import GROUP_TOOLS
-
-    if not tool_call:
-        return []
-    return [TOOL_PREFIX + name for group in definition.get("builtin_tools", []) for name in GROUP_TOOLS.get(group, ())]
+# What decides a run's tools from its snapshot: (definition, the model can call tools) ->
+# model-side names. The tool service supplies it, so this module never imports the registry.
+Grant = Callable[[dict[str, Any], bool], list[str]]
 
 
 def _snapshot(home: Home, agent: str) -> tuple[dict[str, Any], bool]:
@@ -90,9 +85,11 @@ def _snapshot(home: Home, agent: str) -> tuple[dict[str, Any], bool]:
     return definition, tool_call
 
 
-def run_start(home: Home, principal: str | None = None, agent: str | None = None, lease: int | None = None) -> dict[str, Any]:
+def run_start(
+    home: Home, grant: Grant, principal: str | None = None, agent: str | None = None, lease: int | None = None
+) -> dict[str, Any]:
+    from ..home.kinds import check_name
     from .identities import get_binding
-    from .kinds import check_name
 
     if (principal is None) == (agent is None):
         raise FwError("usage", "give exactly one of --principal and --agent", "--principal P starts a managed run, --agent A an explicit one")
@@ -124,7 +121,7 @@ def run_start(home: Home, principal: str | None = None, agent: str | None = None
             "fingerprint": fingerprint(definition),
             "definition": definition,
             "model_tool_call": tool_call,
-            "tools": granted_tools(definition, tool_call),
+            "tools": grant(definition, tool_call),
             "status": "active",
             "started_at": _iso(started),
             "lease_seconds": seconds,
@@ -186,16 +183,9 @@ def _record_problem(record: Any, run_id: str) -> str | None:
         _parse(record["lease_expires_at"])
     except ValueError:
         return "lease_expires_at is not a time"
-    unknown = [t for t in record["tools"] if not known_tool(t)]
-    if unknown:
-        return f"it grants tools this version of fw does not know: {', '.join(map(str, unknown))}"
+    if not all(isinstance(t, str) for t in record["tools"]):
+        return "tools holds something other than names"
     return None
-
-
-def known_tool(name: Any) -> bool:
-    from .tools import TOOLS
-
-    return isinstance(name, str) and name.startswith(TOOL_PREFIX) and name[len(TOOL_PREFIX):] in TOOLS
 
 
 def active_run(home: Home, run_id: str) -> dict[str, Any]:

@@ -11,10 +11,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .errors import FwError
-from .secrets import redact
-from .store import Home
-from .tools import Caller, call_tool, list_tools
+from ..errors import FwError
+from ..home.secrets import redact
+from ..home.store import Home
+from .service import Caller, call_tool, list_tools
 
 
 def _result(doc: dict[str, Any], is_error: bool) -> Any:
@@ -32,7 +32,7 @@ def build_server(home: Home, caller: Caller) -> Any:
     import mcp_types as types
     from mcp.server.lowlevel import Server
 
-    from . import __version__
+    from .. import __version__
 
     async def on_list_tools(ctx: Any, params: Any) -> Any:
         from mcp.shared.exceptions import MCPError
@@ -65,7 +65,7 @@ def serve(home: Home, caller: Caller) -> None:
     from mcp.server.stdio import stdio_server
 
     if not caller.is_manager:
-        from .runs import active_run
+        from ..domain.runs import active_run
 
         active_run(home, caller.run_id)  # type: ignore[arg-type]  # a missing or ended run is an error before serving
 

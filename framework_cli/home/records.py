@@ -1,0 +1,202 @@
+"""One file at a time: parsing, validating and round-trip editing of the files of the home.
+
+These are the file-level helpers every operation on a resource, a principal or a binding
+shares: find a resource's file, parse and validate it (`corrupt` with path and field when it
+does not fit), and merge a patch into it keeping a person's comments.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import FwError
+from . import secrets
+from .kinds import NAME_RE, KindSpec, is_reserved
+from .store import NOT_TEXT, Home
+from .yamlio import YamlProblem, fast_load, split_front_matter
+
+
+# -- JSON merge patch (RFC 7386) ------------------------------------------------------------
+def merge_patch(target: Any, patch: Any) -> Any:
+    """Apply `patch` to `target` in place where both are mappings, so that a loaded
+    round-trip document keeps its comments; values that do not change are not touched."""
+    if not isinstance(patch, dict):
+        return patch
+    if not isinstance(target, dict):
+        target = {}
+    for key, value in patch.items():
+        if value is None:
+            target.pop(key, None)
+        elif isinstance(value, dict) and isinstance(target.get(key), dict):
+            merge_patch(target[key], value)
+        else:
+            new = merge_patch({}, value) if isinstance(value, dict) else value
+            if key not in target or not _same(target[key], new):
+                target[key] = _commented(new)
+    return target
+
+
+def _same(old: Any, new: Any) -> bool:
+    """Equal as JSON values: 1 is not true, but a quoted string equals the plain one (and
+    keeping the stored value keeps its quotes)."""
+    if isinstance(old, bool) != isinstance(new, bool):
+        return False
+    if isinstance(old, list) and isinstance(new, list):
+        return len(old) == len(new) and all(_same(a, b) for a, b in zip(old, new))
+    return bool(old == new)
+
+
+def _commented(value: Any) -> Any:
+    if isinstance(value, (dict, list)):
+        from .yamlio import to_commented
+
+        return to_commented(value)
+    return value
+
+
+# -- parsing one file -------------------------------------------------------------------------
+def parse_text(spec: KindSpec, text: str, rel: str) -> tuple[dict[str, Any], str | None]:
+    """(front matter or whole YAML mapping, body) of a resource file; `corrupt` if unreadable."""
+    try:
+        if NOT_TEXT in text:
+            raise YamlProblem("not a readable text file (a folder, or not UTF-8)", None)
+        body = None
+        if spec.has_body:
+            text, body = split_front_matter(text)
+        data = fast_load(text) if text.strip() else {}
+    except YamlProblem as exc:
+        raise FwError("corrupt", f"{rel}: {exc.message}", fix_hint(rel), path=rel, line=exc.line) from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise FwError("corrupt", f"{rel}: expected a mapping of fields", fix_hint(rel), path=rel)
+    return data, body
+
+
+def fix_hint(rel: str) -> str:
+    return f"fix the file by hand, then run `fw home check`: {rel}"
+
+
+def validate_stored(spec: KindSpec, name: str, data: dict[str, Any], rel: str) -> dict[str, Any]:
+    """Validate a stored definition; `corrupt` (with path and field) when it does not fit."""
+    from .models import dump, validate
+
+    if not NAME_RE.fullmatch(name):
+        raise FwError("corrupt", f"{rel}: {name!r} is not a valid {spec.name} name", fix_hint(rel), path=rel)
+    try:
+        plain = dump(validate(spec.name, data))
+    except FwError as exc:
+        raise FwError("corrupt", f"{rel}: {exc.message}", fix_hint(rel), path=rel, field=exc.extra.get("field")) from None
+    if spec.name == "skill" and plain["name"] != name:
+        raise FwError(
+            "corrupt",
+            f"{rel}: name {plain['name']!r} does not match its folder {name!r}",
+            fix_hint(rel),
+            path=rel,
+            field="name",
+        )
+    return plain
+
+
+def load_record(home: Home, kind: str, name: str, rel: str) -> dict[str, Any]:
+    """A validated principal or binding file; `corrupt` with path and field when it is not."""
+    from .models import dump, validate
+
+    text = home.read_text(rel)
+    try:
+        if text is None or NOT_TEXT in text:
+            raise YamlProblem("the file is missing or not text", None)
+        data = fast_load(text) or {}
+        if not NAME_RE.fullmatch(name):
+            raise YamlProblem(f"{name!r} is not a valid {kind} name", None)
+        if kind == "principal" and is_reserved(name):
+            raise YamlProblem(f"{name!r} is a reserved name ('manager', 'runtime...')", None)
+        return dump(validate(kind, data))
+    except YamlProblem as exc:
+        raise FwError("corrupt", f"{rel}: {exc.message}", fix_hint(rel), path=rel) from None
+    except FwError as exc:
+        raise FwError("corrupt", f"{rel}: {exc.message}", fix_hint(rel), path=rel, field=exc.extra.get("field")) from None
+
+
+def edit_record(home: Home, kind: str, rel: str, patch: dict[str, Any]) -> dict[str, Any]:
+    """Merge `patch` into a principal's or binding's file (created if missing), keeping a
+    person's comments; validate; write only if something changed. Caller holds the lock."""
+    from .models import dump, validate
+    from .yamlio import rt_dump, to_plain
+
+    text = home.read_text(rel)
+    doc, _ = load_for_edit(text or "", rel)
+    before = to_plain(doc)
+    merge_patch(doc, patch)
+    refuse_secret_values(home, to_plain(doc), None)
+    plain = dump(validate(kind, to_plain(doc)))
+    if text is None or to_plain(doc) != before:
+        home.write_text(rel, rt_dump(doc))
+    return plain
+
+def find_one(home: Home, spec: KindSpec, name: str) -> tuple[str, str]:
+    found = home.locate(spec, name)
+    if not found:
+        raise FwError(
+            "not_found",
+            f"no {spec.name} named {name!r}",
+            f"list them with `fw resource list {spec.name}`",
+        )
+    if len(found) > 1:
+        cats = ", ".join(c for c, _ in found)
+        raise FwError(
+            "conflict",
+            f"{spec.name} {name!r} exists in several categories ({cats})",
+            "names are unique within a kind: remove or rename all copies but one by hand",
+        )
+    return found[0]
+
+def refuse_secret_values(home: Home, data: Any, body: str | None) -> None:
+    """A stored secret value copied into a plain field (or a prompt's text) would be written
+    outside secrets/: refuse, naming the field and never the value."""
+    secrets.remember_home(home)
+    for field, text in _strings(data, ""):
+        if secrets.known_in(text):
+            raise FwError(
+                "invalid",
+                f"{field} holds a secret value; secret values are stored only under secrets/",
+                "remove the key from that field; a provider's key goes in api_key (or --api-key-stdin)",
+                field=field,
+            )
+    if body and secrets.known_in(body):
+        raise FwError("invalid", "body holds a secret value; secret values are stored only under secrets/", "remove the key from the text", field="body")
+
+
+def _strings(data: Any, path: str) -> Any:
+    """(field path, text) of every string in plain data, keys included."""
+    if isinstance(data, dict):
+        for key, value in data.items():
+            sub = f"{path}.{key}" if path else str(key)
+            yield sub, str(key)
+            yield from _strings(value, sub)
+    elif isinstance(data, list):
+        for index, value in enumerate(data):
+            yield from _strings(value, f"{path}[{index}]")
+    elif isinstance(data, str):
+        yield path, data
+
+
+def load_for_edit(text: str, rel: str, *, has_body: bool = False) -> tuple[Any, str | None]:
+    """The round-trip document (comments, order and quotes kept) and body of a stored file."""
+    from .yamlio import rt_load, to_commented
+
+    body = None
+    try:
+        if NOT_TEXT in text:
+            raise YamlProblem("not a readable text file (a folder, or not UTF-8)", None)
+        front = text
+        if has_body:
+            front, body = split_front_matter(text)
+        doc = rt_load(front) if front.strip() else None
+    except YamlProblem as exc:
+        raise FwError("corrupt", f"{rel}: {exc.message}", fix_hint(rel), path=rel, line=exc.line) from None
+    if doc is None:
+        doc = to_commented({})
+    if not isinstance(doc, dict):
+        raise FwError("corrupt", f"{rel}: expected a mapping of fields", fix_hint(rel), path=rel)
+    return doc, body
