@@ -1,0 +1,127 @@
+"""The model loop: call the model, run the tool calls it asks for, give it the results, and
+stop when it asks for none or after `max_rounds` model calls.
+
+A refused or failing tool call never ends the run: it becomes the tool message the model
+reads next (the error document), so the model can correct itself. Only the model failing
+(`FwError` unavailable from the chat client) ends the loop early. The loop never prints: the
+caller follows its progress through `on_event`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from ..errors import FwError
+from ..secrets import redact
+from .chat import Reply, ToolCall, wire_tool_call
+from .documents import redact_document
+
+# Codes that mean "not allowed" rather than "went wrong": the model should not simply retry.
+REFUSAL_CODES = frozenset({"denied", "run_ended", "lease_expired", "session_ended"})
+
+CallTool = Callable[[str, Any], dict[str, Any]]
+OnEvent = Callable[[dict[str, Any]], None]
+
+
+class ChatModel(Protocol):
+    def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> Reply: ...
+
+
+@dataclass
+class LoopResult:
+    status: str  # "completed" or "max_rounds"
+    answer: str
+    rounds: int  # model calls made
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)  # {"name", "outcome", "error"?}
+    messages: list[dict[str, Any]] = field(default_factory=list)  # the whole conversation, wire format
+
+    def to_dict(self, run_id: str) -> dict[str, Any]:
+        return {
+            "run_id": run_id,
+            "status": self.status,
+            "answer": self.answer,
+            "rounds": self.rounds,
+            "tool_calls": self.tool_calls,
+        }
+
+
+def run_loop(
+    client: ChatModel,
+    *,
+    system: str,
+    user: str,
+    tools: list[dict[str, Any]],
+    call_tool: CallTool,
+    max_rounds: int | None,
+    on_event: OnEvent | None = None,
+) -> LoopResult:
+    """Run the conversation to its end; `FwError` unavailable when the model fails."""
+    emit = on_event or (lambda event: None)
+    conversation = [{"role": "system", "content": system}, {"role": "user", "content": user}]
+    result = LoopResult("max_rounds", "", 0, messages=conversation)
+    while max_rounds is None or result.rounds < max_rounds:
+        emit({"type": "round", "n": result.rounds + 1})
+        reply = client.complete(result.messages, tools)
+        result.rounds += 1
+        result.answer = redact(reply.content or "")
+        result.messages.append(assistant_message(reply))
+        if not reply.tool_calls:
+            result.status = "completed"
+            break
+        # Every call the model asked for runs, also in the last allowed round: a call such as a
+        # reply on a platform is the point of the run even when the model never reads its result.
+        for call in reply.tool_calls:
+            record, content = answer_tool_call(call, call_tool)
+            result.tool_calls.append(record)
+            result.messages.append({"role": "tool", "tool_call_id": call.id, "content": content})
+            emit({"type": "tool_call", "id": call.id, **record})
+    emit({"type": "answer", "text": result.answer})
+    return result
+
+
+def assistant_message(reply: Reply) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": reply.content}
+    if reply.tool_calls:
+        message["tool_calls"] = [wire_tool_call(call) for call in reply.tool_calls]
+    return message
+
+
+def answer_tool_call(call: ToolCall, call_tool: CallTool) -> tuple[dict[str, Any], str]:
+    """Run one tool call through the caller's tool service: its record, and the text the model
+    reads (the result document, or the error document when it was refused or failed)."""
+    name = redact(call.name)
+    try:
+        arguments = parse_arguments(call)
+        # The service decides about every name, an unknown one too (it answers denied).
+        content = json.dumps(call_tool(call.name, arguments), ensure_ascii=False)
+    except FwError as exc:
+        return _failed(name, exc)
+    except Exception as exc:  # a bug in a tool must not end the run, nor show a traceback
+        return _failed(name, FwError("internal", f"unexpected error in tool {name}: {type(exc).__name__}",
+                                     "this is a bug in fw; please report it"))
+    return {"name": name, "outcome": "ok"}, content
+
+
+def parse_arguments(call: ToolCall) -> dict[str, Any]:
+    """The call's arguments as an object; `invalid` (answered to the model) when they are not."""
+    text = call.arguments.strip()
+    if not text:  # some models send nothing for a tool without parameters
+        return {}
+    try:
+        arguments = json.loads(text)
+    except ValueError as exc:
+        raise FwError("invalid", f"the arguments of {call.name} are not valid JSON ({getattr(exc, 'msg', exc)})",
+                      "send the arguments as one JSON object that fits the tool's input_schema") from None
+    if not isinstance(arguments, dict):
+        raise FwError("invalid", f"the arguments of {call.name} are not a JSON object",
+                      "send the arguments as one JSON object that fits the tool's input_schema")
+    return arguments
+
+
+def _failed(name: str, exc: FwError) -> tuple[dict[str, Any], str]:
+    outcome = "refused" if exc.code in REFUSAL_CODES else "error"
+    content = json.dumps(redact_document(exc.to_dict()), ensure_ascii=False)
+    return {"name": name, "outcome": outcome, "error": exc.code}, content
