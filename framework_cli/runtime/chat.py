@@ -13,8 +13,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import secrets
 from ..errors import FwError
+from ..home import secrets
 
 SNIPPET_CHARS = 200  # of an error body shown to the user: enough to read the server's reason
 _STREAMED = "text/event-stream"

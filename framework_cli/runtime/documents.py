@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..secrets import redact
+from ..home.secrets import redact
 
 
 def redact_document(value: Any) -> Any:

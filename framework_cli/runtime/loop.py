@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ..errors import FwError
-from ..secrets import redact
+from ..home.secrets import redact
 from .chat import Reply, ToolCall, wire_tool_call
 from .documents import redact_document
 

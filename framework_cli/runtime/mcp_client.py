@@ -21,9 +21,9 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import secrets
 from ..errors import FwError
-from ..secrets import redact
+from ..home import secrets
+from ..home.secrets import redact
 from .documents import redact_document
 
 if sys.version_info < (3, 11):  # pragma: no cover
