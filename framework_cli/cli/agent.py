@@ -113,3 +113,84 @@ def list_(ctx: typer.Context, category: CategoryOpt = None, as_json: JsonOpt = F
     """List agents with their model, prompt and mounted built-in tool groups."""
     doc = resource_list(home_of(ctx), "agent", category)
     emit(doc, as_json, lambda c: render_list(c, doc))
+
+
+@app.command("run")
+def run(
+    ctx: typer.Context,
+    name: NameArg,
+    message: Annotated[Optional[str], typer.Option("--message", metavar="TEXT", help="The message to the agent, taken literally; - reads standard input.")] = None,
+    message_file: Annotated[Optional[str], typer.Option("--message-file", metavar="PATH", help="Read the message from this file.")] = None,
+    principal: Annotated[Optional[str], typer.Option("--principal", help="Run as this principal (a managed run: its binding must run this agent and be enabled).")] = None,
+    max_rounds: Annotated[Optional[int], typer.Option("--max-rounds", metavar="N", help="Stop after N model calls (default: the binding's limit, else none).")] = None,
+    timeout: Annotated[float, typer.Option("--timeout", metavar="SECONDS", help="How long to wait for each model answer.")] = 60.0,
+    as_json: JsonOpt = False,
+) -> None:
+    """Run an agent on one message: start a run, let its model call the run's tools until it
+    answers (or reaches --max-rounds), then end the run. Every tool call is authorised and
+    audited as the run. The model is reached through the agent's model and provider."""
+    from ..runtime.agent_run import agent_run
+    from .output import json_wanted
+
+    text = _message(message, message_file)
+    home = home_of(ctx)
+    if principal is not None:
+        _check_binding_runs(home, principal, name)
+    progress = None if json_wanted(as_json) else _progress
+    doc = agent_run(home, text, agent=None if principal else name, principal=principal, max_rounds=max_rounds, timeout=timeout, on_event=progress)
+    emit(doc, as_json, lambda c: _render_answer(c, doc))
+
+
+def _message(message: Optional[str], message_file: Optional[str]) -> str:
+    import sys
+
+    from ..errors import FwError
+
+    if (message is None) == (message_file is None):
+        raise FwError("usage", "give the message with exactly one of --message TEXT, --message - and --message-file PATH", "e.g. --message 'list the agents'")
+    try:
+        if message == "-":
+            return sys.stdin.read()
+        if message_file is not None:
+            with open(message_file, encoding="utf-8") as handle:
+                return handle.read()
+    except OSError as exc:
+        raise FwError("usage", f"cannot read the message file {message_file!r}: {exc.strerror}", "check the path") from None
+    except UnicodeDecodeError:
+        raise FwError("usage", "the message is not UTF-8 text", "pass the message as text") from None
+    assert message is not None
+    return message
+
+
+def _check_binding_runs(home: Any, principal: str, agent: str) -> None:
+    from ..domain.identities import get_binding
+    from ..errors import FwError
+    from ..home.kinds import check_name
+
+    check_name(principal, "principal name")
+    binding = get_binding(home, principal)
+    if binding is not None and binding["agent"] != agent:
+        raise FwError("invalid", f"principal {principal!r} runs agent {binding['agent']!r}, not {agent!r}",
+                      f"run it as that agent: `fw agent run {binding['agent']} --principal {principal} ...`")
+
+
+def _progress(event: dict[str, Any]) -> None:
+    from .output import write_out
+
+    if event["type"] == "started":
+        run = event["run"]
+        tools = len(run["tools"])
+        write_out(f"Run {run['run_id']} started as {run['identity']}: {tools} tool{'s' if tools != 1 else ''}.", err=True)
+    elif event["type"] == "tool_call":
+        outcome = event["outcome"] + (f" ({event['error']})" if event.get("error") else "")
+        write_out(f"  tool {event['name']}: {outcome}", err=True)
+
+
+def _render_answer(console: Any, doc: dict[str, Any]) -> None:
+    from rich.text import Text
+
+    rounds = doc["rounds"]
+    if doc["status"] == "max_rounds":
+        console.print(Text(f"Stopped after {rounds} round{'s' if rounds != 1 else ''} (--max-rounds); the last answer:", style="yellow"))
+    console.print(doc["answer"] or "(no answer)")
+    console.print(Text(f"run {doc['run_id']}: {doc['status']}, {rounds} round{'s' if rounds != 1 else ''}, {len(doc['tool_calls'])} tool call{'s' if len(doc['tool_calls']) != 1 else ''}", style="dim"))

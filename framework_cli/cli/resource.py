@@ -112,6 +112,9 @@ def render_written(console: Any, doc: dict[str, Any], verb: str) -> None:
 
 
 def render_activation(console: Any, activation: dict[str, Any]) -> None:
+    for note in activation.get("tool_groups", []):
+        if not note["grants"]:
+            console.print(f"Mounted {note['group']} grants no tools: {note['why']}.")
     if activation["enabled"]:
         names = ", ".join(b["principal"] for b in activation["bindings"] if b["enabled"])
         console.print(f"Enabled: runs as {names}.")

@@ -69,5 +69,5 @@ def agent_edit(
 
 def agent_show(home: Home, name: str) -> dict[str, Any]:
     doc = resource_read(home, "agent", name)
-    doc["activation"] = activation(home, name)
+    doc["activation"] = activation(home, name, doc["data"])
     return doc

@@ -117,8 +117,9 @@ class AgentBindings:
                 self.by_agent.setdefault(data["agent"], []).append(_present_binding(home, principal, data))
 
 
-def activation(home: Home, agent: str) -> dict[str, Any]:
-    """Whether an agent will actually run, and what is left to do. Never "ready" by default."""
+def activation(home: Home, agent: str, definition: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Whether an agent will actually run, and what is left to do. Never "ready" by default.
+    With its definition, also what each mounted tool group grants, or why it grants nothing."""
     bindings = AgentBindings(home).by_agent.get(agent, [])
     enabled = any(b["enabled"] for b in bindings)
     steps: list[dict[str, Any]] = []
@@ -147,7 +148,26 @@ def activation(home: Home, agent: str) -> dict[str, Any]:
                 "why": "every binding of this agent is disabled",
             }
         ]
-    return {"configured": True, "enabled": enabled, "bindings": bindings, "next_steps": steps}
+    doc = {"configured": True, "enabled": enabled, "bindings": bindings, "next_steps": steps}
+    if definition is not None:
+        doc["tool_groups"] = tool_groups(home, definition)
+    return doc
+
+
+def tool_groups(home: Home, definition: dict[str, Any]) -> list[dict[str, Any]]:
+    """What each mounted group grants a run of this definition, or why it grants nothing."""
+    from .projection import Snapshot, mount_notes
+    from .resources import resource_read
+
+    def load(kind: str) -> dict[str, Any] | None:
+        try:
+            return resource_read(home, kind, definition[kind])["data"] if definition.get(kind) else None
+        except FwError:
+            return None
+
+    model, harness = load("model"), load("harness")
+    tool_call = bool(((model or {}).get("capabilities") or {}).get("tool_call"))
+    return mount_notes(definition, Snapshot(definition, tool_call, harness, {}))
 
 
 def _binding_next_step(principal: str, enabled: bool) -> dict[str, Any]:

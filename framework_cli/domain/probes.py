@@ -59,7 +59,8 @@ def resource_test(home: Home, kind: str, reference: str) -> dict[str, Any]:
     return {"ok": all(c["ok"] for c in checks), "checks": checks}
 
 
-def _api_key(home: Home, reference: str, data: dict[str, Any]) -> str:
+def provider_key(home: Home, reference: str, data: dict[str, Any]) -> str:
+    """The key a request to a provider carries: its stored key, or the variable it names."""
     key = secrets.load(home, "provider", reference).get("api_key")
     if not key and data.get("api_key_env"):
         key = os.environ.get(data["api_key_env"])
@@ -76,7 +77,7 @@ def provider_models(home: Home, reference: str, timeout: float = 10.0) -> dict[s
     import httpx
 
     shown = resource_read(home, "provider", reference)["data"]
-    key = _api_key(home, reference, shown)
+    key = provider_key(home, reference, shown)
     url = shown["base_url"].rstrip("/") + "/models"
     try:
         response = httpx.get(url, headers={"Authorization": f"Bearer {key}"}, timeout=timeout, follow_redirects=False)

@@ -285,7 +285,7 @@ def resource_write(
         if kind == "agent":
             from .identities import activation
 
-            result["activation"] = activation(home, reference)
+            result["activation"] = activation(home, reference, plain)
     return result
 
 

@@ -13,8 +13,9 @@ import json
 import re
 import secrets as pysecrets
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from typing import Any
+from typing import Any, Protocol
 
 from ..errors import FwError
 from ..home.store import Home
@@ -57,75 +58,123 @@ def fingerprint(definition: dict[str, Any]) -> str:
     return "sha256:" + hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
-# What decides a run's tools from its snapshot: (definition, the model can call tools) ->
-# model-side names. The tool service supplies it, so this module never imports the registry.
-Grant = Callable[[dict[str, Any], bool], list[str]]
+@dataclass
+class RunStart:
+    """What a run starts from, read before it is recorded: the agent's definition as it is
+    now, its model and harness, and where and how long the run may act."""
+
+    mode: str  # "managed" or "explicit"
+    identity: str
+    agent: str
+    definition: dict[str, Any]
+    model: dict[str, Any] | None
+    harness: dict[str, Any] | None  # None: the built-in local runner
+    directory: str  # the binding's working folder (managed), or the home (explicit)
+    max_rounds: int | None  # the binding's (managed)
+    lease_seconds: int
+
+    @property
+    def model_tool_call(self) -> bool:
+        return bool(((self.model or {}).get("capabilities") or {}).get("tool_call"))
 
 
-def _snapshot(home: Home, agent: str) -> tuple[dict[str, Any], bool]:
+class ProjectionLike(Protocol):
+    tools: list[str]
+    unavailable: list[dict[str, Any]]
+    sources: dict[str, dict[str, Any]]
+
+
+# What decides a run's tools from what it starts from. The tool service supplies it (it knows
+# the tools and starts the MCP servers), so this module never imports the registry.
+Project = Callable[[RunStart], ProjectionLike]
+
+
+def _load_part(home: Home, agent: str, kind: str, name: str) -> dict[str, Any]:
     from .resources import resource_read
 
+    try:
+        return resource_read(home, kind, name)["data"]
+    except FwError as exc:
+        raise FwError(
+            "invalid",
+            f"agent {agent!r} uses {kind} {name!r}, which cannot be loaded: {exc.message}",
+            f"fix the agent's {kind} first (`fw home check` shows what is wrong)",
+        ) from None
+
+
+def prepare_run(home: Home, principal: str | None = None, agent: str | None = None, lease: int | None = None) -> RunStart:
+    """Check that a run may start and read what it starts from; nothing is written."""
+    from ..home.kinds import check_name
+    from .resources import resource_read
+
+    if (principal is None) == (agent is None):
+        raise FwError("usage", "give exactly one of --principal and --agent", "--principal P starts a managed run, --agent A an explicit one")
+    if lease is not None and (not isinstance(lease, int) or isinstance(lease, bool) or not 1 <= lease <= MAX_LEASE_SECONDS):
+        raise FwError("invalid", f"the lease must be a whole number of seconds from 1 to {MAX_LEASE_SECONDS}", "e.g. --lease 600")
+    directory, max_rounds = str(home.root), None
+    if principal is not None:
+        check_name(principal, "principal name")
+        binding = _enabled_binding(home, principal)
+        mode, identity, agent = "managed", principal, binding["agent"]
+        directory, max_rounds = binding["directory"], binding["max_rounds"]
+    else:
+        check_name(agent, "agent reference")
+        mode, identity = "explicit", f"runtime:{agent}"
+    assert agent is not None
     try:
         definition = resource_read(home, "agent", agent)["data"]
     except FwError as exc:
         if exc.code == "not_found":
             raise FwError("not_found", f"no agent named {agent!r}", "see them with `fw agent list`") from None
         raise
-    tool_call = False
-    if definition.get("model"):
-        try:
-            model = resource_read(home, "model", definition["model"])["data"]
-        except FwError as exc:
-            raise FwError(
-                "invalid",
-                f"agent {agent!r} uses model {definition['model']!r}, which cannot be loaded: {exc.message}",
-                "fix the agent's model first (`fw home check` shows what is wrong)",
-            ) from None
-        tool_call = bool(model.get("capabilities", {}).get("tool_call"))
-    return definition, tool_call
+    model = _load_part(home, agent, "model", definition["model"]) if definition.get("model") else None
+    harness = _load_part(home, agent, "harness", definition["harness"]) if definition.get("harness") else None
+    return RunStart(mode, identity, agent, definition, model, harness, directory, max_rounds, lease or DEFAULT_LEASE_SECONDS)
+
+
+def _enabled_binding(home: Home, principal: str) -> dict[str, Any]:
+    from .identities import get_binding
+
+    _require_agent_identity(home, principal)
+    binding = get_binding(home, principal)
+    if binding is None:
+        raise FwError("not_found", f"principal {principal!r} has no binding", f"bind it: `fw binding set {principal} --agent AGENT`")
+    if not binding["enabled"]:
+        raise FwError("denied", f"the binding of {principal!r} is disabled", f"enable it: `fw binding enable {principal}`")
+    return binding
 
 
 def run_start(
-    home: Home, grant: Grant, principal: str | None = None, agent: str | None = None, lease: int | None = None
+    home: Home, project: Project, principal: str | None = None, agent: str | None = None, lease: int | None = None
 ) -> dict[str, Any]:
-    from ..home.kinds import check_name
-    from .identities import get_binding
-
-    if (principal is None) == (agent is None):
-        raise FwError("usage", "give exactly one of --principal and --agent", "--principal P starts a managed run, --agent A an explicit one")
-    if lease is not None and (not isinstance(lease, int) or isinstance(lease, bool) or not 1 <= lease <= MAX_LEASE_SECONDS):
-        raise FwError("invalid", f"the lease must be a whole number of seconds from 1 to {MAX_LEASE_SECONDS}", "e.g. --lease 600")
+    """Start a run: read what it starts from, decide its tools (`project`, which may start MCP
+    servers and so runs outside the home's lock), then record it."""
+    start = prepare_run(home, principal, agent, lease)
+    projection = project(start)
     with home.locked():
-        if principal is not None:
-            check_name(principal, "principal name")
-            _require_agent_identity(home, principal)
-            binding = get_binding(home, principal)
-            if binding is None:
-                raise FwError("not_found", f"principal {principal!r} has no binding", f"bind it: `fw binding set {principal} --agent AGENT`")
-            if not binding["enabled"]:
-                raise FwError("denied", f"the binding of {principal!r} is disabled", f"enable it: `fw binding enable {principal}`")
-            mode, identity, agent = "managed", principal, binding["agent"]
-        else:
-            check_name(agent, "agent reference")
-            mode, identity = "explicit", f"runtime:{agent}"
-        assert agent is not None
-        definition, tool_call = _snapshot(home, agent)
+        if start.mode == "managed":  # the binding may have changed while the tools were listed
+            binding = _enabled_binding(home, start.identity)
+            if binding["agent"] != start.agent:
+                raise FwError("conflict", f"the binding of {start.identity!r} changed while the run started", "start the run again")
         started = _now()
-        seconds = lease or DEFAULT_LEASE_SECONDS
         run_id = f"run-{started.strftime('%Y%m%dT%H%M%S')}-{pysecrets.token_hex(4)}"
         record = {
             "run_id": run_id,
-            "mode": mode,
-            "identity": identity,
-            "agent": agent,
-            "fingerprint": fingerprint(definition),
-            "definition": definition,
-            "model_tool_call": tool_call,
-            "tools": grant(definition, tool_call),
+            "mode": start.mode,
+            "identity": start.identity,
+            "agent": start.agent,
+            "fingerprint": fingerprint(start.definition),
+            "definition": start.definition,
+            "model_tool_call": start.model_tool_call,
+            "tools": projection.tools,
+            "unavailable_tools": projection.unavailable,
+            "tool_sources": projection.sources,
+            "directory": start.directory,
+            "max_rounds": start.max_rounds,
             "status": "active",
             "started_at": _iso(started),
-            "lease_seconds": seconds,
-            "lease_expires_at": _iso(started + timedelta(seconds=seconds)),
+            "lease_seconds": start.lease_seconds,
+            "lease_expires_at": _iso(started + timedelta(seconds=start.lease_seconds)),
             "ended_at": None,
         }
         home.write_text(f"{RUNS}/{run_id}.json", json.dumps(record, indent=2) + "\n")

@@ -16,6 +16,9 @@ DEFAULT_CATEGORY = "default"
 DEFAULT_PROMPT = "default"
 
 BUILTIN_GROUPS = ("resource_management", "task_collaboration", "local_execution")
+# Groups that can be mounted but have no tools in this version; a test keeps this in step
+# with the tool registry, which the domain does not import.
+GROUPS_WITHOUT_TOOLS = ("task_collaboration", "local_execution")
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,8 @@ Name = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9_-]{0,62}$", max_length=63
 # No user:password@ in the authority: credentials belong in secrets (a key, or mcp headers).
 Url = Annotated[str, Field(pattern=r"^https?://[^\s/?#@]+(?:[/?#]\S*)?$")]
 EnvName = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
+# A model-side tool name: letters, digits, '_' and '-' (as the chat completions API allows).
+ToolName = Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]{1,128}$")]
 BuiltinGroup = Literal["resource_management", "task_collaboration", "local_execution"]
 assert set(BuiltinGroup.__args__) == set(BUILTIN_GROUPS)  # type: ignore[attr-defined]
 
@@ -143,11 +145,16 @@ class Agent(Strict):
     harness: Name | None = None
     builtin_tools: list[BuiltinGroup] = Field(default_factory=list)
     execution: Execution = Field(default_factory=Execution)
+    allowed_tools: list[ToolName] | None = Field(
+        None,
+        description="MCP and skill tools a run may be offered (mcp__SERVER__TOOL, skill__NAME): "
+        "absent, every one; a list, only those; [], none. Built-in groups are governed by builtin_tools.",
+    )
 
-    @field_validator("builtin_tools", "skills", "mcps")
+    @field_validator("builtin_tools", "skills", "mcps", "allowed_tools")
     @classmethod
-    def _no_duplicate_entries(cls, values: list[str], info: ValidationInfo) -> list[str]:
-        _no_duplicates(values, info.field_name or "")
+    def _no_duplicate_entries(cls, values: list[str] | None, info: ValidationInfo) -> list[str] | None:
+        _no_duplicates(values or [], info.field_name or "")
         return values
 
 

@@ -28,7 +28,7 @@ def _result(doc: dict[str, Any], is_error: bool) -> Any:
     )
 
 
-def build_server(home: Home, caller: Caller) -> Any:
+def build_server(home: Home, caller: Caller, sources: Any = None) -> Any:
     import mcp_types as types
     from mcp.server.lowlevel import Server
 
@@ -47,7 +47,8 @@ def build_server(home: Home, caller: Caller) -> Any:
 
     async def on_call_tool(ctx: Any, params: Any) -> Any:
         try:
-            return _result(call_tool(home, caller, params.name, params.arguments if params.arguments is not None else {}), False)
+            arguments = params.arguments if params.arguments is not None else {}
+            return _result(call_tool(home, caller, params.name, arguments, sources), False)
         except FwError as exc:
             return _result(exc.to_dict(), True)
         except Exception as exc:  # never a traceback on the wire
@@ -64,18 +65,25 @@ def serve(home: Home, caller: Caller) -> None:
     import anyio
     from mcp.server.stdio import stdio_server
 
+    from .sources import RunSources
+
+    directory = None
     if not caller.is_manager:
         from ..domain.runs import active_run
 
-        active_run(home, caller.run_id)  # type: ignore[arg-type]  # a missing or ended run is an error before serving
+        # a missing or ended run is an error before serving
+        directory = active_run(home, caller.run_id).get("directory")  # type: ignore[arg-type]
 
-    server = build_server(home, caller)
+    # The run's MCP servers start when a tool of theirs is first called, and stay up until the
+    # client leaves, so that one session keeps one connection to each.
+    with RunSources(home, directory) as sources:
+        server = build_server(home, caller, sources)
 
-    async def main() -> None:
-        async with stdio_server() as (read_stream, write_stream):
-            await _serve_draining(server, read_stream, write_stream)
+        async def main() -> None:
+            async with stdio_server() as (read_stream, write_stream):
+                await _serve_draining(server, read_stream, write_stream)
 
-    anyio.run(main)
+        anyio.run(main)
 
 
 async def _serve_draining(server: Any, read_stream: Any, write_stream: Any) -> None:

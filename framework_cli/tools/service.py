@@ -19,29 +19,72 @@ from .registry import TOOL_PREFIX, TOOLS, Caller, Tool, group_tools
 GROUP_TOOLS: dict[str, tuple[str, ...]] = {g: group_tools(g) for g in BUILTIN_GROUPS}
 
 
-def granted_tools(definition: dict[str, Any], tool_call: bool) -> list[str]:
-    """The model-side names a run of this definition may call: every tool of each mounted
-    group, and only when the agent's model can call tools at all."""
-    if not tool_call:
-        return []
-    return [TOOL_PREFIX + name for group in definition.get("builtin_tools", []) for name in GROUP_TOOLS.get(group, ())]
+def _project_tools(home: Home, start: Any, held: list[Any]) -> Any:
+    """The projection of a run about to start. Its MCP servers are started to list their
+    tools (unless the runner may call no tool anyway); the open connections go in `held`."""
+    from ..domain.projection import Snapshot, project, runner_refusal
+    from .sources import list_mcp_tools, skill_description
+
+    definition = start.definition
+    snapshot = Snapshot(definition, start.model_tool_call, start.harness, GROUP_TOOLS)
+    servers = list(definition.get("mcps") or [])
+    if servers and runner_refusal(snapshot) is None:
+        connections = list_mcp_tools(home, servers, start.directory)
+        held.append(connections)
+        snapshot.mcp_tools, snapshot.mcp_unavailable = connections.tools, connections.unavailable
+    snapshot.skills = {name: skill_description(home, name) for name in definition.get("skills") or []}
+    return project(snapshot)
+
+
+def open_run(home: Home, principal: str | None = None, agent: str | None = None, lease: int | None = None) -> tuple[dict[str, Any], Any]:
+    """Start a run and keep its MCP servers running: (run record, RunSources to close)."""
+    from ..domain.runs import run_start
+    from .sources import RunSources
+
+    held: list[Any] = []
+    try:
+        record = run_start(home, lambda start: _project_tools(home, start, held), principal=principal, agent=agent, lease=lease)
+    except BaseException:
+        RunSources(home, None, *held).close()
+        raise
+    return record, RunSources(home, record["directory"], *held)
 
 
 def start_run(home: Home, principal: str | None = None, agent: str | None = None, lease: int | None = None) -> dict[str, Any]:
-    """Start a run whose tools this service decides (`fw run start`)."""
-    from ..domain.runs import run_start
+    """Start a run (`fw run start`): its tools decided, its MCP servers stopped again."""
+    record, sources = open_run(home, principal=principal, agent=agent, lease=lease)
+    sources.close()
+    return record
 
-    return run_start(home, granted_tools, principal=principal, agent=agent, lease=lease)
 
-
-def _granted(run: dict[str, Any], name: str) -> Tool:
-    """The tool behind a name the run's record grants; a name this version does not know
+def _granted(home: Home, run: dict[str, Any], name: str, sources: Any) -> Tool:
+    """The tool behind a name the run's record grants. A name this version cannot resolve
     means the record is damaged (or from another version): `corrupt`, never a crash."""
-    tool = TOOLS.get(name[len(TOOL_PREFIX):]) if name.startswith(TOOL_PREFIX) else None
-    if tool is None:
-        rel = f"runs/{run['run_id']}.json"
-        raise FwError("corrupt", f"{rel} is corrupt: it grants {name!r}, a tool this version of fw does not know", "this run cannot act; start a new one with `fw run start`", path=rel)
-    return tool
+    if name.startswith(TOOL_PREFIX) and name[len(TOOL_PREFIX):] in TOOLS:
+        return TOOLS[name[len(TOOL_PREFIX):]]
+    source = (run.get("tool_sources") or {}).get(name)
+    if isinstance(source, dict) and source.get("source") == "mcp":
+        return Tool(name, f"mcp:{source['server']}", "write", source.get("description") or "", source.get("input_schema") or {},
+                    lambda h, c, a: _call_mcp(h, run, source, a, sources))
+    if isinstance(source, dict) and source.get("source") == "skill":
+        from .sources import skill_text
+
+        return Tool(name, "skill", "read", source.get("description") or "", source.get("input_schema") or {},
+                    lambda h, c, a: skill_text(h, source["skill"]))
+    rel = f"runs/{run['run_id']}.json"
+    raise FwError("corrupt", f"{rel} is corrupt: it grants {name!r}, a tool this version of fw does not know",
+                  "this run cannot act; start a new one with `fw run start`", path=rel)
+
+
+def _call_mcp(home: Home, run: dict[str, Any], source: dict[str, Any], args: dict[str, Any], sources: Any) -> dict[str, Any]:
+    """Call an MCP tool through the caller's open connections, or a one-off connection that
+    is closed again after the call."""
+    from .sources import RunSources
+
+    if sources is not None:
+        return sources.call_mcp(source["server"], source["tool"], args)
+    with RunSources(home, run.get("directory")) as once:
+        return once.call_mcp(source["server"], source["tool"], args)
 
 
 def describe(tool: Tool, name: str) -> dict[str, Any]:
@@ -62,14 +105,20 @@ def list_tools(home: Home, caller: Caller) -> dict[str, Any]:
     if caller.is_manager:
         return {"tools": [describe(t, t.name) for t in TOOLS.values()]}
     run = active_run(home, caller.run_id)  # type: ignore[arg-type]  # an ended run lists nothing, as it calls nothing
-    return {"tools": [describe(_granted(run, n), n) for n in run["tools"]]}
+    return {"tools": [describe(_granted(home, run, n, None), n) for n in run["tools"]]}
 
 
 def _validate_args(tool: Tool, args: Any) -> None:
     import jsonschema
 
-    validator = jsonschema.Draft202012Validator(tool.input_schema)
-    error = jsonschema.exceptions.best_match(validator.iter_errors(args))
+    if not isinstance(args, dict):
+        raise FwError("invalid", f"{tool.name}: the arguments must be a JSON object", "see the tool's input_schema in `fw tool list`", field="(arguments)")
+    try:
+        cls = jsonschema.validators.validator_for(tool.input_schema, default=jsonschema.Draft202012Validator)
+        cls.check_schema(tool.input_schema)
+    except jsonschema.SchemaError:
+        return  # an MCP server's own schema that is not valid JSON Schema: the server checks its arguments
+    error = jsonschema.exceptions.best_match(cls(tool.input_schema).iter_errors(args))
     if error is not None:
         where = "/".join(str(p) for p in error.absolute_path) or "(arguments)"
         # the validator's own message may quote the value; say what is wrong without it
@@ -81,14 +130,14 @@ def _validate_args(tool: Tool, args: Any) -> None:
             "type": f"must be of type {error.validator_value}",
         }.get(str(error.validator), f"fails {error.validator}")
         if error.validator == "additionalProperties":
-            extra = sorted(set(args) - set(tool.input_schema["properties"])) if isinstance(args, dict) else []
+            extra = sorted(set(args) - set(tool.input_schema.get("properties") or {}))
             message = f"unknown parameter(s): {', '.join(extra)}"
         elif error.validator == "required":
             message = error.message.replace("'", "")
         raise FwError("invalid", f"{tool.name}: {where}: {message}", "see the tool's input_schema in `fw tool list`", field=where)
 
 
-def call_tool(home: Home, caller: Caller, name: str, args: Any) -> dict[str, Any]:
+def call_tool(home: Home, caller: Caller, name: str, args: Any, sources: Any = None) -> dict[str, Any]:
     """Authorise, validate and run one call; audit it whatever happens."""
     from . import audit
 
@@ -111,7 +160,7 @@ def call_tool(home: Home, caller: Caller, name: str, args: Any) -> dict[str, Any
                     f"run {run_id} was not granted {name!r}",
                     "a run gets the tools of the groups its agent mounted when it started, if its model can call tools",
                 )
-            tool = _granted(run, name)
+            tool = _granted(home, run, name, sources)
         _validate_args(tool, args)
         result = tool.handler(home, caller, args)
     except FwError as exc:

@@ -5,6 +5,7 @@ that even a server that hangs or crashes leaves no process behind), then:
   --hang       sleeps instead of answering, so it never initialises
   --crash      exits at once with status 3
   --http PORT  serves streamable HTTP on 127.0.0.1:PORT at /mcp instead of stdio
+  --alias NAME  also offers the echo tool under NAME
 """
 
 # No `from __future__ import annotations`: the SDK reads the tools' annotations, and Context is
@@ -54,6 +55,10 @@ def build_server():
 
         await anyio.sleep(seconds)
         return "done"
+
+    if "--alias" in sys.argv:  # the echo tool once more, under another name (to make two sources clash)
+        alias = sys.argv[sys.argv.index("--alias") + 1]
+        server.tool(name=alias, description="Answer the text unchanged (an alias).")(echo)
 
     return server
 

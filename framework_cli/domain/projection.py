@@ -1,0 +1,158 @@
+"""Which tools a run gets: one projection, computed when the run starts, stored in its record.
+
+Every front door (`fw tool list/call --run`, `fw mcp serve --run`, the model loop) offers
+exactly the projection's `tools` and nothing else. The projection is a pure function of what
+the run's snapshot holds and what the tool sources offered at its start; it decides, the
+sources only supply (the registry's groups, the MCP servers' tool lists, the skills).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+BUILTIN_PREFIX = "framework_"
+MCP_PREFIX = "mcp__"
+SKILL_PREFIX = "skill__"
+NO_PARAMETERS = {"type": "object", "properties": {}, "additionalProperties": False}
+
+# Reasons a candidate is not offered, as the run record names them.
+RUNNER = "runner_call_permission_missing"
+EXECUTION_DISABLED = "execution_disabled"
+NOT_ALLOWED = "not_allowed"
+SOURCE_UNAVAILABLE = "source_unavailable"
+AMBIGUOUS = "ambiguous_name"
+
+
+@dataclass
+class Snapshot:
+    """What the projection reads of a run's start: the agent, its model and harness, and
+    what each source offered."""
+
+    definition: dict[str, Any]
+    model_tool_call: bool
+    harness: dict[str, Any] | None  # None: the built-in local runner, which may call tools
+    group_tools: dict[str, tuple[str, ...]]  # group -> bare tool names (the registry's)
+    mcp_tools: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # server -> tools listed
+    mcp_unavailable: dict[str, str] = field(default_factory=dict)  # server -> why
+    skills: dict[str, str | None] = field(default_factory=dict)  # skill -> its description (None: unreadable)
+
+
+@dataclass
+class Projection:
+    tools: list[str]
+    unavailable: list[dict[str, Any]]
+    # model-side name -> where it comes from, for tools that are not built-in:
+    # {"source": "mcp", "server", "tool", "description", "input_schema"} or
+    # {"source": "skill", "skill", "description", "input_schema"}
+    sources: dict[str, dict[str, Any]]
+
+
+def runner_refusal(snapshot: Snapshot) -> str | None:
+    """Why the runner may call no tool at all, or None when it may."""
+    if not snapshot.model_tool_call:
+        return "the agent's model does not have capabilities.tool_call"
+    harness = snapshot.harness
+    if harness is None:
+        return None
+    if not (harness.get("capabilities") or {}).get("tool_calling"):
+        return "the agent's harness has capabilities.tool_calling false"
+    if "call" not in ((harness.get("permissions") or {}).get("tools") or []):
+        return "the agent's harness lacks 'call' in permissions.tools"
+    return None
+
+
+def project(snapshot: Snapshot) -> Projection:
+    definition = snapshot.definition
+    builtin, builtin_refused = _builtin(snapshot)
+    external = _mcp(snapshot) + _skills(snapshot)
+    refused: list[dict[str, Any]] = list(builtin_refused)
+    gate = runner_refusal(snapshot)
+    if gate is not None:  # no tool at all: every candidate, with the runner's reason
+        names = [name for name, _ in builtin] + [c["name"] for c in external]
+        refused = [{"name": n, "reason": RUNNER, "detail": gate} for n in names] + refused
+        return Projection([], refused, {})
+    offered = [name for name, _ in builtin]
+    sources: dict[str, dict[str, Any]] = {}
+    counts = Counter(c["name"] for c in external if "source" in c)
+    allowed = definition.get("allowed_tools")
+    for candidate in external:
+        name = candidate["name"]
+        if "source" not in candidate:
+            refused.append(candidate)
+        elif counts[name] > 1:
+            if name not in sources and all(r["name"] != name for r in refused):
+                refused.append({"name": name, "reason": AMBIGUOUS, "detail": f"{counts[name]} sources offer this name; neither is offered"})
+        elif allowed is not None and name not in allowed:
+            refused.append({"name": name, "reason": NOT_ALLOWED, "detail": "not in the agent's allowed_tools"})
+        else:
+            offered.append(name)
+            sources[name] = {k: v for k, v in candidate.items() if k != "name"}
+    return Projection(offered, refused, sources)
+
+
+def _builtin(snapshot: Snapshot) -> tuple[list[tuple[str, str]], list[dict[str, Any]]]:
+    """(model-side name, group) of every built-in tool the mounts offer, and the tools a mount
+    does not grant (`local_execution` without `execution.enabled`)."""
+    offered, refused = [], []
+    execution = bool((snapshot.definition.get("execution") or {}).get("enabled"))
+    for group in snapshot.definition.get("builtin_tools") or []:
+        for tool in snapshot.group_tools.get(group, ()):
+            name = BUILTIN_PREFIX + tool
+            if group == "local_execution" and not execution:
+                refused.append({"name": name, "reason": EXECUTION_DISABLED, "detail": "local_execution also needs execution.enabled: true"})
+            else:
+                offered.append((name, group))
+    return offered, refused
+
+
+def _mcp(snapshot: Snapshot) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for server in snapshot.definition.get("mcps") or []:
+        if server in snapshot.mcp_unavailable or server not in snapshot.mcp_tools:
+            why = snapshot.mcp_unavailable.get(server, "it was not started")
+            out.append({"name": f"{MCP_PREFIX}{server}__*", "reason": SOURCE_UNAVAILABLE, "detail": why})
+            continue
+        for tool in snapshot.mcp_tools[server]:
+            out.append({
+                "name": f"{MCP_PREFIX}{server}__{tool['name']}",
+                "source": "mcp",
+                "server": server,
+                "tool": tool["name"],
+                "description": tool.get("description") or "",
+                "input_schema": tool.get("input_schema") or NO_PARAMETERS,
+            })
+    return out
+
+
+def _skills(snapshot: Snapshot) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for skill in snapshot.definition.get("skills") or []:
+        name = f"{SKILL_PREFIX}{skill}"
+        description = snapshot.skills.get(skill)
+        if description is None:
+            out.append({"name": name, "reason": SOURCE_UNAVAILABLE, "detail": f"skill {skill!r} cannot be read"})
+        else:
+            out.append({"name": name, "source": "skill", "skill": skill, "description": description, "input_schema": NO_PARAMETERS})
+    return out
+
+
+def mount_notes(definition: dict[str, Any], snapshot: Snapshot) -> list[dict[str, Any]]:
+    """For each mounted group: whether a run would get its tools, and if not, why, in plain
+    words (for `fw agent show` and a written agent's `activation`)."""
+    from ..home.kinds import GROUPS_WITHOUT_TOOLS
+
+    gate = runner_refusal(snapshot)
+    execution = bool((definition.get("execution") or {}).get("enabled"))
+    notes = []
+    for group in definition.get("builtin_tools") or []:
+        why = None
+        if gate is not None:
+            why = gate
+        elif group in GROUPS_WITHOUT_TOOLS:
+            why = "this version of fw has no tools in this group yet"
+        elif group == "local_execution" and not execution:
+            why = "execution.enabled is false (turn it on with `fw agent edit AGENT --execution`)"
+        notes.append({"group": group, "grants": why is None, **({"why": why} if why else {})})
+    return notes

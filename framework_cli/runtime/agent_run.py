@@ -1,0 +1,86 @@
+"""`fw agent run`: start a run, run the model loop over the run's tools, end the run.
+
+The loop is one more front door of the tool service: every tool call the model asks for is
+authorised against the run's snapshot, validated and audited by `call_tool`, as the run.
+The run is ended when the loop ends, however it ends (an answer, the round limit, a model
+that fails, Ctrl-C).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..domain.probes import provider_key
+from ..domain.resources import resource_read
+from ..errors import FwError
+from ..home.kinds import DEFAULT_PROMPT
+from ..home.store import Home
+from ..tools.registry import Caller
+from ..tools.service import call_tool, list_tools, open_run
+from .chat import ChatClient
+from .loop import OnEvent, run_loop
+
+DEFAULT_MODEL_TIMEOUT = 60.0
+
+
+def agent_run(
+    home: Home,
+    message: str,
+    *,
+    agent: str | None = None,
+    principal: str | None = None,
+    max_rounds: int | None = None,
+    timeout: float = DEFAULT_MODEL_TIMEOUT,
+    on_event: OnEvent | None = None,
+) -> dict[str, Any]:
+    """Run an agent on one message: `{"run_id", "status", "answer", "rounds", "tool_calls"}`."""
+    if max_rounds is not None and (isinstance(max_rounds, bool) or not isinstance(max_rounds, int) or max_rounds < 1):
+        raise FwError("invalid", "max_rounds must be a whole number, at least 1", "e.g. --max-rounds 5")
+    record, sources = open_run(home, principal=principal, agent=agent)
+    run_id = record["run_id"]
+    if on_event:
+        on_event({"type": "started", "run": record})
+    try:
+        client = chat_client(home, record["definition"], timeout)
+        caller = Caller("run", run_id, record)
+        result = run_loop(
+            client,
+            system=system_prompt(home, record["definition"]),
+            user=message,
+            tools=list_tools(home, caller)["tools"],
+            call_tool=lambda name, args: call_tool(home, caller, name, args, sources),
+            max_rounds=max_rounds if max_rounds is not None else record.get("max_rounds"),
+            on_event=on_event,
+        )
+    except FwError as exc:
+        exc.extra.setdefault("run_id", run_id)
+        raise
+    finally:
+        sources.close()
+        _end(home, run_id)
+    return result.to_dict(run_id)
+
+
+def chat_client(home: Home, definition: dict[str, Any], timeout: float) -> ChatClient:
+    """The model the agent names, reached through its provider with the provider's key."""
+    name = definition.get("model")
+    if not name:
+        raise FwError("invalid", "the agent has no model, so nothing can answer", "give it one: `fw agent edit AGENT --model MODEL`")
+    model = resource_read(home, "model", name)["data"]
+    provider = resource_read(home, "provider", model["provider"])["data"]
+    key = provider_key(home, model["provider"], provider)
+    return ChatClient(provider["base_url"], key, model["model_id"], timeout=timeout)
+
+
+def system_prompt(home: Home, definition: dict[str, Any]) -> str:
+    """The agent's prompt text, or the home's default prompt."""
+    return resource_read(home, "prompt", definition.get("prompt") or DEFAULT_PROMPT).get("body") or ""
+
+
+def _end(home: Home, run_id: str) -> None:
+    from ..domain.runs import run_end
+
+    try:
+        run_end(home, run_id)
+    except FwError:
+        pass  # a run whose record was damaged meanwhile cannot act anyway
