@@ -321,3 +321,22 @@ def test_the_groups_without_tools_are_those_the_registry_has_none_for():
     from framework_cli.tools.service import GROUP_TOOLS
 
     assert {g for g, tools in GROUP_TOOLS.items() if not tools} == set(GROUPS_WITHOUT_TOOLS)
+
+
+def test_ctrl_c_ends_the_run(home):
+    import signal
+    import subprocess
+
+    with ChatServer([{"content": "late", "sleep": 30}]) as server:
+        setup_agent(server.base_url)
+        proc = subprocess.Popen([fw_bin(), "agent", "run", "a1", "--message", "hi", "--json"], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, env={**os.environ, "FW_HOME": str(home)})
+        deadline = time.time() + 20
+        while not server.requests and time.time() < deadline:  # the model has been asked
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=20)
+    assert proc.returncode == 130, (out, err)
+    assert "Traceback" not in err
+    runs = fwj("run", "list")["runs"]
+    assert [r["status"] for r in runs] == ["ended"]
