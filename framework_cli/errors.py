@@ -13,6 +13,7 @@ EXIT_CODES: dict[str, int] = {
     "denied": 5,
     "run_ended": 5,
     "lease_expired": 5,
+    "session_ended": 5,
     "exists": 6,
     "conflict": 6,
     "protected": 6,

@@ -47,6 +47,7 @@ class Projection:
     # {"source": "mcp", "server", "tool", "description", "input_schema"} or
     # {"source": "skill", "skill", "description", "input_schema"}
     sources: dict[str, dict[str, Any]]
+    record: dict[str, Any] = field(default_factory=dict)  # more fields for the run record
 
 
 def runner_refusal(snapshot: Snapshot) -> str | None:

@@ -13,7 +13,7 @@ import json
 import re
 import secrets as pysecrets
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any, Protocol
 
@@ -72,6 +72,8 @@ class RunStart:
     directory: str  # the binding's working folder (managed), or the home (explicit)
     max_rounds: int | None  # the binding's (managed)
     lease_seconds: int
+    # What the run is started for, recorded with it: a session it is tied to, an event, ...
+    context: dict[str, Any] = field(default_factory=dict)
 
     @property
     def model_tool_call(self) -> bool:
@@ -82,6 +84,7 @@ class ProjectionLike(Protocol):
     tools: list[str]
     unavailable: list[dict[str, Any]]
     sources: dict[str, dict[str, Any]]
+    record: dict[str, Any]  # more fields the projection adds to the run record
 
 
 # What decides a run's tools from what it starts from. The tool service supplies it (it knows
@@ -102,7 +105,13 @@ def _load_part(home: Home, agent: str, kind: str, name: str) -> dict[str, Any]:
         ) from None
 
 
-def prepare_run(home: Home, principal: str | None = None, agent: str | None = None, lease: int | None = None) -> RunStart:
+def prepare_run(
+    home: Home,
+    principal: str | None = None,
+    agent: str | None = None,
+    lease: int | None = None,
+    context: dict[str, Any] | None = None,
+) -> RunStart:
     """Check that a run may start and read what it starts from; nothing is written."""
     from ..home.kinds import check_name
     from .resources import resource_read
@@ -129,7 +138,7 @@ def prepare_run(home: Home, principal: str | None = None, agent: str | None = No
         raise
     model = _load_part(home, agent, "model", definition["model"]) if definition.get("model") else None
     harness = _load_part(home, agent, "harness", definition["harness"]) if definition.get("harness") else None
-    return RunStart(mode, identity, agent, definition, model, harness, directory, max_rounds, lease or DEFAULT_LEASE_SECONDS)
+    return RunStart(mode, identity, agent, definition, model, harness, directory, max_rounds, lease or DEFAULT_LEASE_SECONDS, dict(context or {}))
 
 
 def _enabled_binding(home: Home, principal: str) -> dict[str, Any]:
@@ -145,11 +154,17 @@ def _enabled_binding(home: Home, principal: str) -> dict[str, Any]:
 
 
 def run_start(
-    home: Home, project: Project, principal: str | None = None, agent: str | None = None, lease: int | None = None
+    home: Home,
+    project: Project,
+    principal: str | None = None,
+    agent: str | None = None,
+    lease: int | None = None,
+    context: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Start a run: read what it starts from, decide its tools (`project`, which may start MCP
-    servers and so runs outside the home's lock), then record it."""
-    start = prepare_run(home, principal, agent, lease)
+    servers and so runs outside the home's lock), then record it, with its `context` (the
+    session it is tied to, the event it handles, ...)."""
+    start = prepare_run(home, principal, agent, lease, context)
     projection = project(start)
     with home.locked():
         if start.mode == "managed":  # the binding may have changed while the tools were listed
@@ -176,6 +191,8 @@ def run_start(
             "lease_seconds": start.lease_seconds,
             "lease_expires_at": _iso(started + timedelta(seconds=start.lease_seconds)),
             "ended_at": None,
+            **start.context,
+            **projection.record,
         }
         home.write_text(f"{RUNS}/{run_id}.json", json.dumps(record, indent=2) + "\n")
     return present(record)
@@ -221,9 +238,9 @@ def _record_problem(record: Any, run_id: str) -> str | None:
     """What is wrong with a run record, or None: a record is trusted only whole."""
     if not isinstance(record, dict):
         return "not a JSON object"
-    for field, kind in RECORD_FIELDS.items():
-        if not isinstance(record.get(field), kind):
-            return f"{field} is missing or of the wrong type"
+    for name, kind in RECORD_FIELDS.items():
+        if not isinstance(record.get(name), kind):
+            return f"{name} is missing or of the wrong type"
     if record["run_id"] != run_id:
         return "its run_id is not its file name"
     if record["status"] not in ("active", "ended"):

@@ -8,6 +8,7 @@ must fit the tool's JSON Schema. Allowed or refused, each call leaves one audit 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from ..errors import FwError
@@ -17,6 +18,13 @@ from . import resource_management  # noqa: F401  (registers its tools)
 from .registry import TOOL_PREFIX, TOOLS, Caller, Tool, group_tools
 
 GROUP_TOOLS: dict[str, tuple[str, ...]] = {g: group_tools(g) for g in BUILTIN_GROUPS}
+REFUSALS = ("denied", "run_ended", "lease_expired", "session_ended")  # audited as "refused"
+
+# Checks every call of a run passes, after its grant and its parameters, before its handler:
+# (home, run record, tool name, arguments) -> None, or raise the refusal. A run tied to a
+# session that ended, for one, may no longer act.
+RunCallCheck = Callable[[Home, dict[str, Any], str, dict[str, Any]], None]
+RUN_CALL_CHECKS: list[RunCallCheck] = []
 
 
 def _project_tools(home: Home, start: Any, held: list[Any]) -> Any:
@@ -36,14 +44,21 @@ def _project_tools(home: Home, start: Any, held: list[Any]) -> Any:
     return project(snapshot)
 
 
-def open_run(home: Home, principal: str | None = None, agent: str | None = None, lease: int | None = None) -> tuple[dict[str, Any], Any]:
+def open_run(
+    home: Home,
+    principal: str | None = None,
+    agent: str | None = None,
+    lease: int | None = None,
+    context: dict[str, Any] | None = None,
+) -> tuple[dict[str, Any], Any]:
     """Start a run and keep its MCP servers running: (run record, RunSources to close)."""
     from ..domain.runs import run_start
     from .sources import RunSources
 
     held: list[Any] = []
     try:
-        record = run_start(home, lambda start: _project_tools(home, start, held), principal=principal, agent=agent, lease=lease)
+        project = lambda start: _project_tools(home, start, held)  # noqa: E731
+        record = run_start(home, project, principal=principal, agent=agent, lease=lease, context=context)
     except BaseException:
         RunSources(home, None, *held).close()
         raise
@@ -162,9 +177,13 @@ def call_tool(home: Home, caller: Caller, name: str, args: Any, sources: Any = N
                 )
             tool = _granted(home, run, name, sources)
         _validate_args(tool, args)
+        if not caller.is_manager:
+            for check in RUN_CALL_CHECKS:  # what else must still hold when a run acts
+                check(home, caller.run, name, args)  # type: ignore[arg-type]
         result = tool.handler(home, caller, args)
     except FwError as exc:
-        audit.record(home, caller=caller.identity, run_id=run_id, tool=name, params=args, outcome="refused" if exc.code in ("denied", "run_ended", "lease_expired") else "error", error_code=exc.code)
+        outcome = "refused" if exc.code in REFUSALS else "error"
+        audit.record(home, caller=caller.identity, run_id=run_id, tool=name, params=args, outcome=outcome, error_code=exc.code)
         raise
     except Exception:
         audit.record(home, caller=caller.identity, run_id=run_id, tool=name, params=args, outcome="error", error_code="internal")

@@ -1,0 +1,140 @@
+"""The runtime state store: the only code that opens `state.db`.
+
+Sessions, members, messages, turns, tasks, memory and the local chat platform live in one
+SQLite database at the home's root, beside the configuration files. Every change is one
+transaction (`BEGIN IMMEDIATE`, so a writer takes the write lock before it reads and never has
+to give up half-way); nested transactions are savepoints. Many `fw` processes may write at
+once: a writer waits for the lock (the busy timeout) instead of failing with "database is
+locked". The schema is versioned by named migrations, each applied in the transaction that
+records it, so an older database is brought up to date when it is opened.
+
+The SQL is kept to standard forms where one exists, so that another store (PostgreSQL) could
+take this one's place when a deployment outgrows one machine.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from ..errors import FwError
+
+STATE_FILE = "state.db"
+BUSY_TIMEOUT_MS = 60_000  # how long a writer waits for another process's transaction
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class StateStore:
+    """One connection to `state.db`, migrated when opened. Not shared between threads:
+    each thread (a dispatcher's worker) opens its own."""
+
+    def __init__(self, path: Path | str) -> None:
+        self.path = str(path)
+        try:
+            self.db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False)
+            self.db.row_factory = sqlite3.Row
+            self.db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            self.db.execute("PRAGMA journal_mode = WAL")
+            self.db.execute("PRAGMA foreign_keys = ON")
+            self.db.execute("PRAGMA synchronous = NORMAL")  # WAL keeps every commit whole
+        except sqlite3.DatabaseError as exc:
+            raise FwError("corrupt", f"{STATE_FILE} cannot be opened: {exc}", f"move {STATE_FILE} aside to start with an empty runtime state", path=STATE_FILE) from None
+        self._depth = 0
+        self._lock = threading.RLock()
+        self.migrate()
+
+    @classmethod
+    def open(cls, home: Any) -> StateStore:
+        return cls(Path(home.root) / STATE_FILE)
+
+    def close(self) -> None:
+        self.db.close()
+
+    def __enter__(self) -> StateStore:
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.close()
+
+    # -- transactions ----------------------------------------------------------------------
+    @contextmanager
+    def transaction(self) -> Iterator[StateStore]:
+        """All or nothing. The outermost takes the write lock at once (waiting for other
+        writers); an inner one is a savepoint that can fail alone."""
+        with self._lock:
+            self._depth += 1
+            savepoint = f"sp{self._depth}"
+            try:
+                self.db.execute("BEGIN IMMEDIATE" if self._depth == 1 else f"SAVEPOINT {savepoint}")
+            except BaseException:
+                self._depth -= 1
+                raise
+            try:
+                yield self
+            except BaseException:
+                if self._depth == 1:
+                    self.db.execute("ROLLBACK")
+                else:
+                    self.db.execute(f"ROLLBACK TO {savepoint}")
+                    self.db.execute(f"RELEASE {savepoint}")
+                raise
+            else:
+                self.db.execute("COMMIT" if self._depth == 1 else f"RELEASE {savepoint}")
+            finally:
+                self._depth -= 1
+
+    # -- queries ---------------------------------------------------------------------------
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
+        with self._lock:
+            return self.db.execute(sql, params)
+
+    def all(self, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
+        with self._lock:
+            return [dict(row) for row in self.db.execute(sql, params).fetchall()]
+
+    def one(self, sql: str, params: Sequence[Any] = ()) -> dict[str, Any] | None:
+        with self._lock:
+            row = self.db.execute(sql, params).fetchone()
+        return dict(row) if row is not None else None
+
+    def insert(self, table: str, values: dict[str, Any]) -> int:
+        columns = ", ".join(values)
+        marks = ", ".join("?" for _ in values)
+        cursor = self.execute(f"INSERT INTO {table} ({columns}) VALUES ({marks})", list(values.values()))
+        return int(cursor.lastrowid or 0)
+
+    # -- the schema ------------------------------------------------------------------------
+    def migrate(self) -> None:
+        """Apply every migration this database lacks, in order, each with its record."""
+        from .migrations import MIGRATIONS
+
+        with self.transaction():
+            self.execute("CREATE TABLE IF NOT EXISTS migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
+            applied = {row["name"] for row in self.all("SELECT name FROM migrations")}
+            known = [name for name, _ in MIGRATIONS]
+            unknown = applied - set(known)
+            if unknown:
+                raise FwError(
+                    "corrupt",
+                    f"{STATE_FILE} was written by a newer fw (migrations {', '.join(sorted(unknown))})",
+                    "use that version of fw with this home",
+                    path=STATE_FILE,
+                )
+            for name, statements in MIGRATIONS:
+                if name in applied:
+                    continue
+                for statement in statements:
+                    self.execute(statement)
+                self.insert("migrations", {"name": name, "applied_at": now_iso()})
+            self.execute(f"PRAGMA user_version = {len(MIGRATIONS)}")
+
+    def schema_version(self) -> int:
+        return int(self.one("PRAGMA user_version")["user_version"])  # type: ignore[index]

@@ -1,0 +1,78 @@
+"""The runtime state store on its own: migrations, transactions, savepoints, many writers."""
+
+import sqlite3
+import subprocess
+import sys
+
+import pytest
+
+from framework_cli.errors import FwError
+from framework_cli.runtime.migrations import MIGRATIONS
+from framework_cli.runtime.state import StateStore
+
+
+def test_a_new_database_gets_every_migration_once(tmp_path):
+    with StateStore(tmp_path / "state.db") as store:
+        assert store.schema_version() == len(MIGRATIONS)
+        names = [r["name"] for r in store.all("SELECT name FROM migrations ORDER BY name")]
+        assert names == sorted(n for n, _ in MIGRATIONS)
+        assert store.one("PRAGMA journal_mode")["journal_mode"] == "wal"
+    with StateStore(tmp_path / "state.db") as again:  # opening again applies nothing twice
+        assert again.one("SELECT count(*) AS n FROM migrations")["n"] == len(MIGRATIONS)
+
+
+def test_an_older_database_is_brought_up_to_date(tmp_path, monkeypatch):
+    import framework_cli.runtime.migrations as migrations
+
+    monkeypatch.setattr(migrations, "MIGRATIONS", MIGRATIONS[:0])
+    StateStore(tmp_path / "state.db").close()
+    monkeypatch.setattr(migrations, "MIGRATIONS", MIGRATIONS)
+    with StateStore(tmp_path / "state.db") as store:
+        assert store.schema_version() == len(MIGRATIONS)
+        store.all("SELECT * FROM sessions")
+
+
+def test_a_database_from_a_newer_fw_is_refused(tmp_path):
+    with StateStore(tmp_path / "state.db") as store:
+        store.insert("migrations", {"name": "9999_from_the_future", "applied_at": "x"})
+    with pytest.raises(FwError) as caught:
+        StateStore(tmp_path / "state.db")
+    assert caught.value.code == "corrupt"
+
+
+def test_a_failed_transaction_changes_nothing_and_a_savepoint_fails_alone(tmp_path):
+    with StateStore(tmp_path / "state.db") as store:
+        with pytest.raises(RuntimeError):
+            with store.transaction():
+                store.insert("memory", {"principal": "p", "key": "a", "value": "1", "updated_at": "t"})
+                raise RuntimeError("boom")
+        assert store.all("SELECT * FROM memory") == []
+        with store.transaction():
+            store.insert("memory", {"principal": "p", "key": "b", "value": "1", "updated_at": "t"})
+            with pytest.raises(sqlite3.IntegrityError):
+                with store.transaction():
+                    store.insert("memory", {"principal": "p", "key": "c", "value": "1", "updated_at": "t"})
+                    store.insert("memory", {"principal": "p", "key": "b", "value": "2", "updated_at": "t"})
+        assert [r["key"] for r in store.all("SELECT key FROM memory")] == ["b"]
+
+
+WRITER = """
+import sys
+from framework_cli.runtime.state import StateStore
+store = StateStore(sys.argv[1])
+for i in range(int(sys.argv[3])):
+    with store.transaction():
+        n = store.one("SELECT count(*) AS n FROM memory WHERE principal = ?", (sys.argv[2],))["n"]
+        store.insert("memory", {"principal": sys.argv[2], "key": f"k{n:04d}", "value": str(i), "updated_at": "t"})
+"""
+
+
+def test_many_processes_writing_at_once_lose_nothing(tmp_path):
+    path = tmp_path / "state.db"
+    StateStore(path).close()
+    procs = [subprocess.Popen([sys.executable, "-c", WRITER, str(path), "p", "60"], stderr=subprocess.PIPE, text=True) for _ in range(6)]
+    errors = [p.communicate(timeout=120)[1] for p in procs]
+    assert [p.returncode for p in procs] == [0] * 6, errors
+    with StateStore(path) as store:
+        keys = [r["key"] for r in store.all("SELECT key FROM memory ORDER BY key")]
+    assert keys == [f"k{i:04d}" for i in range(360)]  # read-then-write under one lock: no lost update
