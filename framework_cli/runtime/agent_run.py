@@ -32,11 +32,15 @@ def agent_run(
     max_rounds: int | None = None,
     timeout: float = DEFAULT_MODEL_TIMEOUT,
     on_event: OnEvent | None = None,
+    context: dict[str, Any] | None = None,
+    history: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """Run an agent on one message: `{"run_id", "status", "answer", "rounds", "tool_calls"}`."""
+    """Run an agent on one message: `{"run_id", "status", "answer", "rounds", "tool_calls"}`.
+    `context` is recorded with the run (the session it is tied to, the event it handles);
+    `history` holds earlier messages of a conversation, put before `message`."""
     if max_rounds is not None and (isinstance(max_rounds, bool) or not isinstance(max_rounds, int) or max_rounds < 1):
         raise FwError("invalid", "max_rounds must be a whole number, at least 1", "e.g. --max-rounds 5")
-    record, sources = open_run(home, principal=principal, agent=agent)
+    record, sources = open_run(home, principal=principal, agent=agent, context=context)
     run_id = record["run_id"]
     if on_event:
         on_event({"type": "started", "run": record})
@@ -46,6 +50,7 @@ def agent_run(
         result = run_loop(
             client,
             system=system_prompt(home, record["definition"]),
+            history=history,
             user=message,
             tools=list_tools(home, caller)["tools"],
             call_tool=lambda name, args: call_tool(home, caller, name, args, sources),

@@ -57,10 +57,12 @@ def run_loop(
     call_tool: CallTool,
     max_rounds: int | None,
     on_event: OnEvent | None = None,
+    history: list[dict[str, Any]] | None = None,
 ) -> LoopResult:
-    """Run the conversation to its end; `FwError` unavailable when the model fails."""
+    """Run the conversation to its end; `FwError` unavailable when the model fails.
+    `history` (chat messages) comes between the system message and `user`."""
     emit = on_event or (lambda event: None)
-    conversation = [{"role": "system", "content": system}, {"role": "user", "content": user}]
+    conversation = [{"role": "system", "content": system}, *(history or []), {"role": "user", "content": user}]
     result = LoopResult("max_rounds", "", 0, messages=conversation)
     while max_rounds is None or result.rounds < max_rounds:
         emit({"type": "round", "n": result.rounds + 1})
