@@ -78,7 +78,9 @@ def test_two_rounds_a_real_tool_result_then_the_answer(home, stream):
     assert first["json"]["messages"][-1] == {"role": "user", "content": "@list the agents"}  # literal text
     run = fwj("run", "show", doc["run_id"])
     assert sent_tools(first) == sorted(run["tools"])
-    assert all(n.startswith("framework_resource_") or n in ("framework_principal_list", "framework_principal_create", "framework_binding_list", "framework_agent_bind", "framework_agent_set_enabled", "framework_agent_unbind", "framework_provider_models") for n in sent_tools(first))
+    from framework_cli.tools.service import GROUP_TOOLS
+
+    assert sent_tools(first) == sorted("framework_" + n for n in GROUP_TOOLS["resource_management"])  # no other group
     tool_message = second["json"]["messages"][-1]
     assert tool_message["role"] == "tool"
     assert json.loads(tool_message["content"])["items"][0]["name"] == "a1"

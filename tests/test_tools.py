@@ -11,6 +11,7 @@ ALL_RM_TOOLS = [
     "resource_list", "resource_read", "resource_write", "resource_delete", "provider_models", "resource_test",
     "resource_category_list", "resource_category_create", "resource_category_delete", "principal_list",
     "principal_create", "binding_list", "agent_bind", "agent_set_enabled", "agent_unbind",
+    "harness_session_list", "harness_session_end",
 ]
 
 
@@ -130,7 +131,8 @@ def test_inside_a_run_only_agent_identities_can_be_created(mounted):
     assert call(r, "framework_principal_create", {"name": "bot", "kind": "agent"})["principal"] == {"name": "bot", "kind": "agent"}
     bound = call(r, "framework_agent_bind", {"principal": "bot", "agent": "a1"})
     assert bound["enabled"] is True and bound["next_step"]
-    assert call(r, "framework_agent_set_enabled", {"principal": "bot", "enabled": False}) == {"binding": {**bound["binding"], "enabled": False}, "enabled": False}
+    disabled = call(r, "framework_agent_set_enabled", {"principal": "bot", "enabled": False})
+    assert disabled == {"binding": {**bound["binding"], "enabled": False}, "enabled": False, "turns": {"released": 0, "cancelled": 0, "held": 0}}
     assert call(r, "framework_binding_list", {})["bindings"][0]["enabled"] is False
     assert call(r, "framework_principal_list", {})["principals"] == [{"name": "bot", "kind": "agent"}]
     # the Manager may create any kind

@@ -8,7 +8,6 @@ import typer
 
 from ..domain.identities import (
     agent_bind,
-    agent_set_enabled,
     agent_unbind,
     binding_list,
 )
@@ -32,6 +31,11 @@ def _render(console: Any, doc: dict[str, Any]) -> None:
     b = doc["binding"]
     state = "enabled" if b["enabled"] else "disabled"
     console.print(f"Binding {b['principal']} -> agent {b['agent']}: {state}, policy {b['policy']}, rounds {b['max_rounds'] or 'unlimited'}, in {b['directory']}.")
+    turns = doc.get("turns") or {}
+    if turns.get("released"):
+        console.print(f"{turns['released']} waiting turn(s) of open sessions are pending again: `fw dispatch --once` runs them.")
+    if turns.get("held"):
+        console.print(f"{turns['held']} pending turn(s) wait until the binding is enabled again.")
     step = doc.get("next_step")
     if step:
         console.print(f"Next: {step['command']}")
@@ -55,14 +59,18 @@ def set_(
 @app.command("enable")
 def enable(ctx: typer.Context, principal: PrincipalArg, as_json: JsonOpt = False) -> None:
     """Enable a binding."""
-    doc = agent_set_enabled(home_of(ctx), principal, True)
+    from ..runtime.sessions import set_binding_enabled
+
+    doc = set_binding_enabled(home_of(ctx), principal, True)
     emit(doc, as_json, lambda c: _render(c, doc))
 
 
 @app.command("disable")
 def disable(ctx: typer.Context, principal: PrincipalArg, as_json: JsonOpt = False) -> None:
     """Disable a binding: its agent starts no further managed runs."""
-    doc = agent_set_enabled(home_of(ctx), principal, False)
+    from ..runtime.sessions import set_binding_enabled
+
+    doc = set_binding_enabled(home_of(ctx), principal, False)
     emit(doc, as_json, lambda c: _render(c, doc))
 
 

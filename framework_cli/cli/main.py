@@ -93,7 +93,10 @@ class FwGroup(TyperGroup):
 
 
 # Command groups, each a module of this package with its own Typer app.
-GROUPS = ("home", "resource", "category", "agent", "principal", "binding", "run", "tool", "mcp", "audit")
+GROUPS = (
+    "home", "resource", "category", "agent", "principal", "binding", "run", "tool", "mcp", "audit",
+    "session", "message", "memory", "dispatch",
+)
 
 
 def build_app(only: str | None = None) -> typer.Typer:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 BUILTIN_PREFIX = "framework_"
+MANAGED_RUNTIME = "managed_runtime"  # the group of sessions, messages and memory: every managed run has it
 MCP_PREFIX = "mcp__"
 SKILL_PREFIX = "skill__"
 NO_PARAMETERS = {"type": "object", "properties": {}, "additionalProperties": False}
@@ -37,6 +38,7 @@ class Snapshot:
     mcp_tools: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # server -> tools listed
     mcp_unavailable: dict[str, str] = field(default_factory=dict)  # server -> why
     skills: dict[str, str | None] = field(default_factory=dict)  # skill -> its description (None: unreadable)
+    managed: bool = False  # a managed run also gets the managed-runtime tools, without a mount
 
 
 @dataclass
@@ -98,7 +100,10 @@ def _builtin(snapshot: Snapshot) -> tuple[list[tuple[str, str]], list[dict[str, 
     does not grant (`local_execution` without `execution.enabled`)."""
     offered, refused = [], []
     execution = bool((snapshot.definition.get("execution") or {}).get("enabled"))
-    for group in snapshot.definition.get("builtin_tools") or []:
+    groups = list(snapshot.definition.get("builtin_tools") or [])
+    if snapshot.managed:
+        groups.insert(0, MANAGED_RUNTIME)
+    for group in groups:
         for tool in snapshot.group_tools.get(group, ()):
             name = BUILTIN_PREFIX + tool
             if group == "local_execution" and not execution:

@@ -116,9 +116,11 @@ class StateStore:
         """Apply every migration this database lacks, in order, each with its record."""
         from .migrations import MIGRATIONS
 
+        if self._applied() == {name for name, _ in MIGRATIONS}:
+            return  # up to date: opening writes nothing
         with self.transaction():
             self.execute("CREATE TABLE IF NOT EXISTS migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
-            applied = {row["name"] for row in self.all("SELECT name FROM migrations")}
+            applied = self._applied()
             known = [name for name, _ in MIGRATIONS]
             unknown = applied - set(known)
             if unknown:
@@ -135,6 +137,11 @@ class StateStore:
                     self.execute(statement)
                 self.insert("migrations", {"name": name, "applied_at": now_iso()})
             self.execute(f"PRAGMA user_version = {len(MIGRATIONS)}")
+
+    def _applied(self) -> set[str]:
+        if self.one("SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'migrations'") is None:
+            return set()
+        return {row["name"] for row in self.all("SELECT name FROM migrations")}
 
     def schema_version(self) -> int:
         return int(self.one("PRAGMA user_version")["user_version"])  # type: ignore[index]

@@ -62,6 +62,12 @@ class Tool:
 
 TOOLS: dict[str, Tool] = {}
 
+# Checks every call of a run passes, after its grant and its parameters, before its handler:
+# (home, run record, tool name, arguments) -> None, or raise the refusal. A run tied to a
+# session that ended, for one, may no longer act. Tool groups register theirs here.
+RunCallCheck = Callable[[Home, dict[str, Any], str, dict[str, Any]], None]
+RUN_CALL_CHECKS: list[RunCallCheck] = []
+
 
 def register(*tools: Tool) -> None:
     for tool in tools:

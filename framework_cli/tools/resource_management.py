@@ -10,7 +10,6 @@ from typing import Any
 from ..domain.deletion import resource_delete
 from ..domain.identities import (
     agent_bind,
-    agent_set_enabled,
     agent_unbind,
     binding_list,
     principal_create,
@@ -27,6 +26,7 @@ from ..domain.resources import (
 )
 from ..errors import FwError
 from ..home.store import Home
+from ..runtime.sessions import set_binding_enabled
 from .registry import KIND, NAME, Caller, Tool, _obj, register
 
 
@@ -81,7 +81,7 @@ register(
          _obj(["principal", "agent"], principal=NAME, agent=NAME, directory={"type": "string", "minLength": 1},
               max_rounds={"type": ["integer", "null"], "minimum": 1}, policy={"type": "string", "enum": ["mentioned", "all"]}), lambda h, c, a: agent_bind(h, a["principal"], a["agent"], a.get("directory"), a.get("max_rounds"), a.get("policy"))),
     Tool("agent_set_enabled", RM, "write", "Enable or disable a principal's binding. Disabling stops its later managed runs.",
-         _obj(["principal", "enabled"], principal=NAME, enabled={"type": "boolean"}), lambda h, c, a: agent_set_enabled(h, a["principal"], a["enabled"])),
+         _obj(["principal", "enabled"], principal=NAME, enabled={"type": "boolean"}), lambda h, c, a: set_binding_enabled(h, a["principal"], a["enabled"], None if c.is_manager else c.identity)),
     Tool("agent_unbind", RM, "dangerous",
          "Remove a principal's binding (for decommissioning, or before deleting its agent); to pause an agent, disable it instead.",
          _obj(["principal"], principal=NAME), lambda h, c, a: agent_unbind(h, a["principal"])),

@@ -8,23 +8,18 @@ must fit the tool's JSON Schema. Allowed or refused, each call leaves one audit 
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from ..errors import FwError
 from ..home.kinds import BUILTIN_GROUPS
 from ..home.store import Home
-from . import resource_management  # noqa: F401  (registers its tools)
-from .registry import TOOL_PREFIX, TOOLS, Caller, Tool, group_tools
+from . import resource_management  # noqa: F401, I001  (registers its tools first: they list first)
+from . import managed_runtime  # noqa: F401, I001  (registers its tools)
+from .managed_runtime import MANAGED_RUNTIME
+from .registry import RUN_CALL_CHECKS, TOOL_PREFIX, TOOLS, Caller, Tool, group_tools
 
-GROUP_TOOLS: dict[str, tuple[str, ...]] = {g: group_tools(g) for g in BUILTIN_GROUPS}
+GROUP_TOOLS: dict[str, tuple[str, ...]] = {g: group_tools(g) for g in (*BUILTIN_GROUPS, MANAGED_RUNTIME)}
 REFUSALS = ("denied", "run_ended", "lease_expired", "session_ended")  # audited as "refused"
-
-# Checks every call of a run passes, after its grant and its parameters, before its handler:
-# (home, run record, tool name, arguments) -> None, or raise the refusal. A run tied to a
-# session that ended, for one, may no longer act.
-RunCallCheck = Callable[[Home, dict[str, Any], str, dict[str, Any]], None]
-RUN_CALL_CHECKS: list[RunCallCheck] = []
 
 
 def _project_tools(home: Home, start: Any, held: list[Any]) -> Any:
@@ -34,7 +29,7 @@ def _project_tools(home: Home, start: Any, held: list[Any]) -> Any:
     from .sources import list_mcp_tools, skill_description
 
     definition = start.definition
-    snapshot = Snapshot(definition, start.model_tool_call, start.harness, GROUP_TOOLS)
+    snapshot = Snapshot(definition, start.model_tool_call, start.harness, GROUP_TOOLS, managed=start.mode == "managed")
     servers = list(definition.get("mcps") or [])
     if servers and runner_refusal(snapshot) is None:
         connections = list_mcp_tools(home, servers, start.directory)
@@ -102,6 +97,11 @@ def _call_mcp(home: Home, run: dict[str, Any], source: dict[str, Any], args: dic
         return once.call_mcp(source["server"], source["tool"], args)
 
 
+def manager_tools() -> list[Tool]:
+    """The Manager's tools: every tool but those of a managed run's own identity."""
+    return [t for t in TOOLS.values() if t.group != MANAGED_RUNTIME]
+
+
 def describe(tool: Tool, name: str) -> dict[str, Any]:
     return {"name": name, "description": tool.description, "risk": tool.risk, "group": tool.group, "input_schema": tool.input_schema}
 
@@ -118,7 +118,7 @@ def list_tools(home: Home, caller: Caller) -> dict[str, Any]:
     from ..domain.runs import active_run
 
     if caller.is_manager:
-        return {"tools": [describe(t, t.name) for t in TOOLS.values()]}
+        return {"tools": [describe(t, t.name) for t in manager_tools()]}
     run = active_run(home, caller.run_id)  # type: ignore[arg-type]  # an ended run lists nothing, as it calls nothing
     return {"tools": [describe(_granted(home, run, n, None), n) for n in run["tools"]]}
 
@@ -160,7 +160,7 @@ def call_tool(home: Home, caller: Caller, name: str, args: Any, sources: Any = N
     try:
         if caller.is_manager:
             tool = TOOLS.get(name)
-            if tool is None:
+            if tool is None or tool.group == MANAGED_RUNTIME:
                 hint = "the Manager uses bare names (resource_write)" if name.startswith(TOOL_PREFIX) else "see `fw tool list --manager`"
                 raise FwError("not_found", f"no tool named {name!r}", hint)
         else:

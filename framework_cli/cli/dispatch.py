@@ -1,0 +1,45 @@
+"""fw dispatch: run the pending turns of every session."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from .common import home_of
+from .output import JsonOpt, emit, json_wanted, write_out
+
+app = typer.Typer(help="Run pending turns as managed runs and post their answers.")
+
+
+@app.callback(invoke_without_command=True)
+def dispatch(
+    ctx: typer.Context,
+    once: Annotated[bool, typer.Option("--once", help="Run until nothing is pending, then exit with a summary.")] = False,
+    workers: Annotated[int, typer.Option("--workers", metavar="N", help="Turns run at once, across principals (one at a time per principal).")] = 4,
+    timeout: Annotated[float, typer.Option("--timeout", metavar="SECONDS", help="How long to wait for each model answer.")] = 60.0,
+    as_json: JsonOpt = False,
+) -> None:
+    """Run pending turns: each is a managed run of its principal's binding, tied to its
+    session and fed its messages; the run's answer is posted to the session. With --once it
+    exits when nothing is pending (exit 0 whatever the turns' outcomes); without it, it keeps
+    serving until Ctrl-C, which ends the runs in progress."""
+    from ..runtime.dispatch import dispatch as run_dispatch
+
+    home = home_of(ctx)
+    progress = None if json_wanted(as_json) else _progress
+    if not once and not json_wanted(as_json):
+        write_out(f"fw dispatch: serving {home.root} with {workers} worker(s); Ctrl-C stops.", err=True)
+    doc = run_dispatch(home, once=once, workers=workers, on_event=progress, timeout=timeout)
+    emit(doc, as_json, lambda c: _render(c, doc))
+
+
+def _progress(event: dict[str, Any]) -> None:
+    if event["type"] == "turn_ended":
+        error = f" ({event['error']})" if event.get("error") and event["status"] != "done" else ""
+        write_out(f"turn {event['turn']}: {event['principal']} in {event['session']}: {event['status']}{error}", err=True)
+
+
+def _render(console: Any, doc: dict[str, Any]) -> None:
+    t = doc["turns"]
+    console.print(f"Turns run: {t['run']}, answered: {t['answered']}, failed: {t['failed']}, cancelled: {t['cancelled']}.")

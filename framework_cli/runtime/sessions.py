@@ -1,0 +1,308 @@
+"""Sessions, messages, turns and memory: where managed agents are mentioned and answer.
+
+A session has principals as members. A message creates, in its own transaction, a turn for
+each member of kind agent that has a binding, other than its author: under policy
+`mentioned` only when the message mentions it, under `all` always; `pending` when the
+binding is enabled, `backlog` when it is disabled. `fw dispatch` runs pending turns.
+
+These are the one implementation of each job: the operator commands and the managed-runtime
+tools call them alike; what differs (who the author is, membership checks) is a parameter.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from ..errors import FwError
+from ..home.kinds import check_name
+from ..home.store import Home
+from .state import StateStore, now_iso
+
+MAX_HOP = 8  # a message at this hop or more starts no turn: chains of agents answering agents end
+MENTION = re.compile(r"(?<![\w@.])@([a-z0-9][a-z0-9_-]{0,62})")
+OPEN, ENDED = "open", "ended"
+PENDING, BACKLOG, RUNNING, DONE, FAILED, CANCELLED = "pending", "backlog", "running", "done", "failed", "cancelled"
+MAX_MEMORY_VALUE = 64 * 1024
+
+
+def store_for(home: Home) -> StateStore:
+    return StateStore.open(home)
+
+
+# -- sessions ---------------------------------------------------------------------------------
+def _session(store: StateStore, name: str) -> dict[str, Any]:
+    check_name(name, "session name")
+    row = store.one("SELECT * FROM sessions WHERE name = ?", (name,))
+    if row is None:
+        raise FwError("not_found", f"no session named {name!r}", "see them with `fw session list`")
+    return row
+
+
+def _members(store: StateStore, name: str) -> list[str]:
+    return [r["principal"] for r in store.all("SELECT principal FROM members WHERE session = ? ORDER BY joined_at, principal", (name,))]
+
+
+def present_session(store: StateStore, row: dict[str, Any]) -> dict[str, Any]:
+    count = store.one("SELECT count(*) AS n FROM messages WHERE session = ?", (row["name"],))["n"]  # type: ignore[index]
+    return {
+        "name": row["name"],
+        "title": row["title"],
+        "members": _members(store, row["name"]),
+        "status": row["status"],
+        "created_by": row["created_by"],
+        "created_at": row["created_at"],
+        "ended_at": row["ended_at"],
+        "messages": count,
+    }
+
+
+def _require_principal(home: Home, name: str) -> dict[str, Any]:
+    from ..domain.identities import get_principal
+
+    check_name(name, "principal name")
+    who = get_principal(home, name)
+    if who is None:
+        raise FwError("not_found", f"no principal named {name!r}", f"create it first: `fw principal create {name} --kind user|agent`")
+    return who
+
+
+def session_create(home: Home, name: str, members: list[str], title: str | None = None, created_by: str = "operator") -> dict[str, Any]:
+    check_name(name, "session name")
+    wanted = list(dict.fromkeys(members))
+    for member in wanted:
+        _require_principal(home, member)
+    with store_for(home) as store, store.transaction():
+        if store.one("SELECT name FROM sessions WHERE name = ?", (name,)):
+            raise FwError("exists", f"session {name!r} already exists", "pick another name, or see `fw session list`")
+        now = now_iso()
+        store.insert("sessions", {"name": name, "title": title, "status": OPEN, "created_by": created_by, "created_at": now})
+        for member in wanted:
+            store.insert("members", {"session": name, "principal": member, "joined_at": now})
+        return {"session": present_session(store, _session(store, name))}
+
+
+def session_list(home: Home, member: str | None = None) -> dict[str, Any]:
+    """Every session, or only those `member` belongs to."""
+    with store_for(home) as store:
+        if member is None:
+            rows = store.all("SELECT * FROM sessions ORDER BY created_at, name")
+        else:
+            rows = store.all(
+                "SELECT s.* FROM sessions s JOIN members m ON m.session = s.name WHERE m.principal = ? ORDER BY s.created_at, s.name",
+                (member,),
+            )
+        return {"sessions": [present_session(store, r) for r in rows]}
+
+
+def session_show(home: Home, name: str) -> dict[str, Any]:
+    with store_for(home) as store:
+        doc = present_session(store, _session(store, name))
+        doc["turns"] = store.all(
+            "SELECT id, principal, status, message_id, hop, run_id, error FROM turns WHERE session = ? ORDER BY id", (name,)
+        )
+        return {"session": doc}
+
+
+def session_end(home: Home, name: str) -> dict[str, Any]:
+    """End a session: no message may be posted to it and no run tied to it may act; its
+    pending and backlog turns are cancelled. Ending an ended session changes nothing."""
+    with store_for(home) as store, store.transaction():
+        row = _session(store, name)
+        cancelled = 0
+        if row["status"] == OPEN:
+            store.execute("UPDATE sessions SET status = ?, ended_at = ? WHERE name = ?", (ENDED, now_iso(), name))
+            cancelled = store.execute(
+                "UPDATE turns SET status = ?, error = ?, ended_at = ? WHERE session = ? AND status IN (?, ?)",
+                (CANCELLED, "session_ended", now_iso(), name, PENDING, BACKLOG),
+            ).rowcount
+        return {"session": present_session(store, _session(store, name)), "cancelled_turns": cancelled}
+
+
+def session_add_member(home: Home, name: str, principal: str) -> dict[str, Any]:
+    _require_principal(home, principal)
+    with store_for(home) as store, store.transaction():
+        row = _open_session(store, name)
+        if principal not in _members(store, name):
+            store.insert("members", {"session": name, "principal": principal, "joined_at": now_iso()})
+        return {"session": present_session(store, row)}
+
+
+def _open_session(store: StateStore, name: str) -> dict[str, Any]:
+    row = _session(store, name)
+    if row["status"] != OPEN:
+        raise FwError("session_ended", f"session {name!r} has ended", "start a new session with `fw session create`")
+    return row
+
+
+def session_is_open(home: Home, name: str) -> bool:
+    with store_for(home) as store:
+        row = store.one("SELECT status FROM sessions WHERE name = ?", (name,))
+    return row is not None and row["status"] == OPEN
+
+
+# -- messages and turns -----------------------------------------------------------------------
+def mentions_in(text: str, members: list[str]) -> list[str]:
+    """The members a text mentions with @name, each once, in the order they first appear."""
+    found = [m for m in MENTION.findall(text) if m in members]
+    return list(dict.fromkeys(found))
+
+
+def _present_message(row: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "id": row["id"],
+        "session": row["session"],
+        "author": row["author"],
+        "text": row["text"],
+        "mentions": json.loads(row["mentions"]),
+        "hop": row["hop"],
+        "created_at": row["created_at"],
+    }
+
+
+def message_post(home: Home, session: str, author: str, text: str, *, hop: int = 0, run_id: str | None = None) -> dict[str, Any]:
+    """Post a message as a member and create its turns, in one transaction."""
+    if not isinstance(text, str) or not text.strip():
+        raise FwError("invalid", "a message needs some text", "e.g. fw message post SESSION --as alice 'hello @ops'")
+    audience = _turn_audience(home)
+    with store_for(home) as store, store.transaction():
+        _open_session(store, session)
+        members = _members(store, session)
+        _require_member(members, author, session)
+        mentions = mentions_in(text, members)
+        message_id = store.insert("messages", {
+            "session": session, "author": author, "text": text, "mentions": json.dumps(mentions),
+            "hop": hop, "run_id": run_id, "created_at": now_iso(),
+        })
+        turns = _create_turns(store, session, message_id, author, members, mentions, hop, audience)
+        message = _present_message(store.one("SELECT * FROM messages WHERE id = ?", (message_id,)))  # type: ignore[arg-type]
+    return {"message": message, "turns": turns}
+
+
+def _require_member(members: list[str], principal: str, session: str) -> None:
+    if principal not in members:
+        raise FwError("denied", f"{principal!r} is not a member of session {session!r}",
+                      f"add it first: `fw session add-member {session} {principal}`")
+
+
+def _turn_audience(home: Home) -> dict[str, dict[str, Any]]:
+    """principal -> its binding, for every principal of kind agent that has a readable binding."""
+    from ..domain.identities import binding_list, principal_list
+
+    agents = {p["name"] for p in principal_list(home)["principals"] if p.get("kind") == "agent"}
+    return {b["principal"]: b for b in binding_list(home)["bindings"] if "error" not in b and b["principal"] in agents}
+
+
+def _create_turns(store: StateStore, session: str, message_id: int, author: str, members: list[str],
+                  mentions: list[str], hop: int, audience: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    if hop >= MAX_HOP:
+        return []
+    turns = []
+    for member in members:
+        binding = audience.get(member)
+        if member == author or binding is None:
+            continue
+        if binding["policy"] == "mentioned" and member not in mentions:
+            continue
+        status = PENDING if binding["enabled"] else BACKLOG
+        turn_id = store.insert("turns", {"session": session, "message_id": message_id, "principal": member,
+                                         "status": status, "hop": hop, "created_at": now_iso()})
+        turns.append({"id": turn_id, "principal": member, "status": status})
+    return turns
+
+
+def message_list(home: Home, session: str, limit: int | None = None, reader: str | None = None) -> dict[str, Any]:
+    """The messages of a session, oldest first (the last `limit` of them). A `reader` must
+    be a member."""
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise FwError("invalid", "limit must be a whole number, at least 1", "e.g. --limit 20")
+    with store_for(home) as store:
+        _session(store, session)
+        if reader is not None:
+            _require_member(_members(store, session), reader, session)
+        if limit is None:
+            rows = store.all("SELECT * FROM messages WHERE session = ? ORDER BY id", (session,))
+        else:
+            rows = store.all("SELECT * FROM messages WHERE session = ? ORDER BY id DESC LIMIT ?", (session, limit))[::-1]
+    return {"session": session, "messages": [_present_message(r) for r in rows]}
+
+
+# -- the bindings' backlog --------------------------------------------------------------------
+def binding_changed(home: Home, principal: str, enabled: bool, by_identity: str | None = None) -> dict[str, int]:
+    """Apply a binding's new state to its turns. Enabled: its backlog in open sessions it is
+    still a member of becomes pending. Disabled by its own run: its other pending turns are
+    cancelled; disabled otherwise: they wait in the backlog."""
+    if not (home.root / "state.db").exists():
+        return {"released": 0, "cancelled": 0, "held": 0}
+    with store_for(home) as store, store.transaction():
+        if enabled:
+            released = store.execute(
+                "UPDATE turns SET status = ? WHERE principal = ? AND status = ? AND session IN "
+                "(SELECT s.name FROM sessions s JOIN members m ON m.session = s.name WHERE s.status = ? AND m.principal = ?)",
+                (PENDING, principal, BACKLOG, OPEN, principal),
+            ).rowcount
+            return {"released": released, "cancelled": 0, "held": 0}
+        if by_identity == principal:
+            cancelled = store.execute(
+                "UPDATE turns SET status = ?, error = ?, ended_at = ? WHERE principal = ? AND status IN (?, ?)",
+                (CANCELLED, "binding_disabled_by_itself", now_iso(), principal, PENDING, BACKLOG),
+            ).rowcount
+            return {"released": 0, "cancelled": cancelled, "held": 0}
+        held = store.execute("UPDATE turns SET status = ? WHERE principal = ? AND status = ?", (BACKLOG, principal, PENDING)).rowcount
+        return {"released": 0, "cancelled": 0, "held": held}
+
+
+def set_binding_enabled(home: Home, principal: str, enabled: bool, by_identity: str | None = None) -> dict[str, Any]:
+    """`fw binding enable|disable` and `agent_set_enabled`: the binding, then its turns."""
+    from ..domain.identities import agent_set_enabled
+
+    doc = agent_set_enabled(home, principal, enabled)
+    doc["turns"] = binding_changed(home, principal, enabled, by_identity)
+    return doc
+
+
+# -- memory -----------------------------------------------------------------------------------
+def _check_key(key: Any) -> str:
+    if not isinstance(key, str) or not key or len(key) > 200 or any(c in key for c in "\x00\n\r"):
+        raise FwError("invalid", "a memory key is 1 to 200 characters on one line", "e.g. preferences/tone")
+    return key
+
+
+def memory_write(home: Home, principal: str, key: str, value: Any) -> dict[str, Any]:
+    _check_key(key)
+    text = json.dumps(value, ensure_ascii=False)
+    if len(text) > MAX_MEMORY_VALUE:
+        raise FwError("invalid", f"a memory value is at most {MAX_MEMORY_VALUE} bytes of JSON", "store less, or split it over keys")
+    with store_for(home) as store, store.transaction():
+        store.execute(
+            "INSERT INTO memory (principal, key, value, updated_at) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT (principal, key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
+            (principal, key, text, now_iso()),
+        )
+    return {"key": key, "value": value}
+
+
+def memory_read(home: Home, principal: str, key: str) -> dict[str, Any]:
+    _check_key(key)
+    with store_for(home) as store:
+        row = store.one("SELECT value FROM memory WHERE principal = ? AND key = ?", (principal, key))
+    if row is None:
+        raise FwError("not_found", f"no memory {key!r} for {principal!r}", "list the keys with memory list")
+    return {"key": key, "value": json.loads(row["value"])}
+
+
+def memory_list(home: Home, principal: str, prefix: str | None = None) -> dict[str, Any]:
+    with store_for(home) as store:
+        rows = store.all("SELECT key FROM memory WHERE principal = ? ORDER BY key", (principal,))
+    keys = [r["key"] for r in rows if prefix is None or r["key"].startswith(prefix)]
+    return {"principal": principal, "keys": keys}
+
+
+def memory_delete(home: Home, principal: str, key: str) -> dict[str, Any]:
+    _check_key(key)
+    with store_for(home) as store, store.transaction():
+        deleted = store.execute("DELETE FROM memory WHERE principal = ? AND key = ?", (principal, key)).rowcount
+    if not deleted:
+        raise FwError("not_found", f"no memory {key!r} for {principal!r}", "list the keys with memory list")
+    return {"key": key, "deleted": True}
