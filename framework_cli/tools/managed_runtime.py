@@ -13,9 +13,8 @@ from typing import Any
 from ..errors import FwError
 from ..home.store import Home
 from ..runtime import sessions
-from .registry import NAME, RUN_CALL_CHECKS, Caller, Tool, _obj, register
+from .registry import MANAGED_RUNTIME, NAME, RUN_CALL_CHECKS, Caller, Tool, _obj, register
 
-MANAGED_RUNTIME = "managed_runtime"  # offered to every managed run; never to the Manager
 RM = "resource_management"
 KEY = {"type": "string", "minLength": 1, "maxLength": 200}
 

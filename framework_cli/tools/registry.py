@@ -14,6 +14,7 @@ from ..home.kinds import KIND_NAMES
 from ..home.store import Home
 
 TOOL_PREFIX = "framework_"  # the model-side names of built-in tools inside a run
+MANAGED_RUNTIME = "managed_runtime"  # the group every managed run has without a mount; never the Manager's
 
 NAME = {"type": "string", "pattern": r"^[a-z0-9][a-z0-9_-]{0,62}$"}
 KIND = {"type": "string", "enum": list(KIND_NAMES)}

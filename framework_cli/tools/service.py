@@ -8,15 +8,18 @@ must fit the tool's JSON Schema. Allowed or refused, each call leaves one audit 
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 from ..errors import FwError
 from ..home.kinds import BUILTIN_GROUPS
 from ..home.store import Home
-from . import resource_management  # noqa: F401, I001  (registers its tools first: they list first)
-from . import managed_runtime  # noqa: F401, I001  (registers its tools)
-from .managed_runtime import MANAGED_RUNTIME
-from .registry import RUN_CALL_CHECKS, TOOL_PREFIX, TOOLS, Caller, Tool, group_tools
+from .registry import MANAGED_RUNTIME, RUN_CALL_CHECKS, TOOL_PREFIX, TOOLS, Caller, Tool, group_tools
+
+# The tool groups register their tools when imported; their order is the order tools are listed.
+GROUP_MODULES = ("resource_management", "managed_runtime")
+for _module in GROUP_MODULES:
+    importlib.import_module(f"{__package__}.{_module}")
 
 GROUP_TOOLS: dict[str, tuple[str, ...]] = {g: group_tools(g) for g in (*BUILTIN_GROUPS, MANAGED_RUNTIME)}
 REFUSALS = ("denied", "run_ended", "lease_expired", "session_ended")  # audited as "refused"
