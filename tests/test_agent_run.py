@@ -310,9 +310,10 @@ def test_agent_show_says_plainly_when_a_mounted_group_grants_nothing(home):
     setup_agent("http://127.0.0.1:9/v1", builtin=("resource_management", "task_collaboration", "local_execution"))
     notes = {n["group"]: n for n in fwj("agent", "show", "a1")["activation"]["tool_groups"]}
     assert notes["resource_management"] == {"group": "resource_management", "grants": True}
-    assert notes["task_collaboration"]["grants"] is False and "no tools" in notes["task_collaboration"]["why"]
+    assert notes["task_collaboration"] == {"group": "task_collaboration", "grants": True}
+    assert notes["local_execution"]["grants"] is False and "execution.enabled" in notes["local_execution"]["why"]
     human = fw("agent", "show", "a1")
-    assert "Mounted local_execution grants no tools" in human.stdout
+    assert "Mounted local_execution grants no tools: execution.enabled is false" in human.stdout
     fwj("resource", "write", "model", "m1", "--data", '{"capabilities": {"tool_call": false}}')
     written = fwj("agent", "edit", "a1", "--description", "x")["activation"]["tool_groups"]
     assert all(n["grants"] is False and "tool_call" in n["why"] for n in written)

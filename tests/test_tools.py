@@ -34,7 +34,8 @@ def mounted(home):
 
 def test_the_manager_has_every_tool_with_schemas(home):
     tools = fwj("tool", "list", "--manager")["tools"]
-    assert [t["name"] for t in tools] == ALL_RM_TOOLS
+    task_tools = ["task_delegate", "task_wait", "task_report", "task_list", "task_cancel"]
+    assert [t["name"] for t in tools] == ALL_RM_TOOLS + task_tools + ["exec"]
     for t in tools:
         assert t["risk"] in ("read", "write", "dangerous") and t["description"]
         assert t["input_schema"]["additionalProperties"] is False

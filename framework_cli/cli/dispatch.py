@@ -9,7 +9,7 @@ import typer
 from .common import home_of
 from .output import JsonOpt, emit, json_wanted, write_out
 
-app = typer.Typer(help="Run pending turns as managed runs and post their answers.")
+app = typer.Typer(help="Run pending turns and tasks as managed runs.")
 
 
 @app.callback(invoke_without_command=True)
@@ -20,10 +20,11 @@ def dispatch(
     timeout: Annotated[float, typer.Option("--timeout", metavar="SECONDS", help="How long to wait for each model answer.")] = 60.0,
     as_json: JsonOpt = False,
 ) -> None:
-    """Run pending turns: each is a managed run of its principal's binding, tied to its
-    session and fed its messages; the run's answer is posted to the session. With --once it
-    exits when nothing is pending (exit 0 whatever the turns' outcomes); without it, it keeps
-    serving until Ctrl-C, which ends the runs in progress."""
+    """Run pending turns and tasks. A turn is a managed run of its principal's binding, tied
+    to its session and fed its messages; its answer is posted to the session. A task is a
+    managed run of its principal on the task's instructions; its answer is the result unless
+    the run reports one. With --once it exits when nothing is pending (exit 0 whatever the
+    outcomes); without it, it keeps serving until Ctrl-C, which ends the runs in progress."""
     from ..runtime.dispatch import dispatch as run_dispatch
 
     home = home_of(ctx)
@@ -35,11 +36,13 @@ def dispatch(
 
 
 def _progress(event: dict[str, Any]) -> None:
-    if event["type"] == "turn_ended":
-        error = f" ({event['error']})" if event.get("error") and event["status"] != "done" else ""
-        write_out(f"turn {event['turn']}: {event['principal']} in {event['session']}: {event['status']}{error}", err=True)
+    if event["type"] == "ended":
+        error = f" ({event['error']})" if event.get("error") else ""
+        where = f" in {event['session']}" if event.get("session") else ""
+        write_out(f"{event['kind']} {event['id']}: {event['principal']}{where}: {event['status']}{error}", err=True)
 
 
 def _render(console: Any, doc: dict[str, Any]) -> None:
-    t = doc["turns"]
+    t, k = doc["turns"], doc["tasks"]
     console.print(f"Turns run: {t['run']}, answered: {t['answered']}, failed: {t['failed']}, cancelled: {t['cancelled']}.")
+    console.print(f"Tasks run: {k['run']}, done: {k['done']}, failed: {k['failed']}, cancelled: {k['cancelled']}.")

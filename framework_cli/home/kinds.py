@@ -18,7 +18,7 @@ DEFAULT_PROMPT = "default"
 BUILTIN_GROUPS = ("resource_management", "task_collaboration", "local_execution")
 # Groups that can be mounted but have no tools in this version; a test keeps this in step
 # with the tool registry, which the domain does not import.
-GROUPS_WITHOUT_TOOLS = ("task_collaboration", "local_execution")
+GROUPS_WITHOUT_TOOLS: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -1,10 +1,12 @@
-"""`fw dispatch`: run pending turns as managed runs, in parallel across principals and one at
-a time per principal, and post each run's answer to its session.
+"""`fw dispatch`: run pending turns and tasks as managed runs, in parallel across principals
+and one at a time per principal; post each turn's answer to its session, record each task's
+result.
 
-A turn is claimed in a transaction (pending -> running) only when no other turn of its
-principal is running, in this dispatcher or another, so many dispatchers may share a home.
-Each worker thread opens its own home and state store. A turn whose run fails is marked
-`failed` with the safe error and blocks nothing else.
+Work is claimed in a transaction (pending -> running) only when its principal runs nothing
+else, in this dispatcher or another, so many dispatchers may share a home. Each worker thread
+opens its own home and state store. Work whose run fails is marked `failed` with the safe
+error and blocks nothing else. A worker waiting in `task_wait` lends its slot to other work,
+so a parent that waits for its child in the same dispatcher never starves it.
 """
 
 from __future__ import annotations
@@ -18,12 +20,13 @@ from typing import Any
 from ..errors import FwError
 from ..home.secrets import redact
 from ..home.store import Home
-from . import sessions
+from . import sessions, tasks
 from .sessions import BACKLOG, CANCELLED, DONE, FAILED, PENDING, RUNNING
 from .state import StateStore, now_iso
 
 POLL_SECONDS = 0.5  # how often a serving dispatcher looks for new work
 HISTORY_MESSAGES = 40  # earlier messages of the session a turn's run is fed
+TABLES = {"turn": "turns", "task": "tasks"}
 
 OnEvent = Callable[[dict[str, Any]], None]
 
@@ -31,9 +34,29 @@ OnEvent = Callable[[dict[str, Any]], None]
 @dataclass
 class Summary:
     turns: dict[str, int] = field(default_factory=lambda: {"run": 0, "answered": 0, "failed": 0, "cancelled": 0})
+    tasks: dict[str, int] = field(default_factory=lambda: {"run": 0, "done": 0, "failed": 0, "cancelled": 0})
 
     def to_dict(self) -> dict[str, Any]:
-        return {"turns": dict(self.turns)}
+        return {"turns": dict(self.turns), "tasks": dict(self.tasks)}
+
+    def count(self, kind: str, status: str, answered: bool) -> None:
+        if status == BACKLOG:
+            return
+        counts = self.turns if kind == "turn" else self.tasks
+        counts["run"] += 1
+        if status == DONE and kind == "task":
+            counts["done"] += 1
+        elif status == DONE and answered:
+            counts["answered"] += 1
+        elif status in (FAILED, CANCELLED):
+            counts[status] += 1
+
+
+@dataclass
+class Outcome:
+    status: str
+    note: str | None = None  # the error of failed or cancelled work
+    answered: bool = False  # a turn's answer was posted
 
 
 class Dispatcher:
@@ -45,7 +68,7 @@ class Dispatcher:
         self.timeout = timeout
         self.emit = on_event or (lambda event: None)
         self.summary = Summary()
-        self._threads: dict[int, threading.Thread] = {}  # turn id -> its worker
+        self._threads: dict[tuple[str, int], threading.Thread] = {}  # (kind, id) -> its worker
         self._guard = threading.Lock()
         self.stopping = threading.Event()
 
@@ -69,54 +92,53 @@ class Dispatcher:
 
     def stop(self, store: StateStore) -> None:
         """Ctrl-C: claim nothing more, end every run in progress (so none of them acts again)
-        and cancel its turn."""
-        from ..domain.runs import run_end
-
+        and cancel its work."""
         self.stopping.set()
-        home = Home(self.root)
-        for turn_id in list(self._threads):
-            row = store.one("SELECT run_id FROM turns WHERE id = ? AND status = ?", (turn_id, RUNNING))
-            if row is None:
-                continue
-            if row["run_id"]:
-                try:
-                    run_end(home, row["run_id"])
-                except FwError:
-                    pass
-            self._finish(store, turn_id, CANCELLED, "the dispatcher was interrupted")
+        for kind, item_id in list(self._threads):
+            row = store.one(f"SELECT run_id FROM {TABLES[kind]} WHERE id = ? AND status = ?", (item_id, RUNNING))
+            if row is not None:
+                _end_run(self.root, row["run_id"])
+                self._finish(store, kind, item_id, Outcome(CANCELLED, "the dispatcher was interrupted"))
 
     def _pending(self, store: StateStore) -> bool:
-        return store.one("SELECT 1 AS x FROM turns WHERE status = ? LIMIT 1", (PENDING,)) is not None
+        return any(store.one(f"SELECT 1 AS x FROM {t} WHERE status = ? LIMIT 1", (PENDING,)) for t in TABLES.values())
+
+    def _free_slots(self) -> int:
+        return self.workers + tasks.waiting() - len(self._threads)
 
     def _start_what_fits(self, store: StateStore) -> int:
         started = 0
-        while len(self._threads) < self.workers:
-            turn = self._claim(store)
-            if turn is None:
+        while self._free_slots() > 0:
+            item = self._claim(store)
+            if item is None:
                 break
-            thread = threading.Thread(target=self._work, args=(turn,), name=f"turn-{turn['id']}", daemon=True)
+            thread = threading.Thread(target=self._work, args=(item,), name=f"{item['kind']}-{item['id']}", daemon=True)
             with self._guard:
-                self._threads[turn["id"]] = thread
+                self._threads[(item["kind"], item["id"])] = thread
             thread.start()
             started += 1
         return started
 
     def _claim(self, store: StateStore) -> dict[str, Any] | None:
-        """The oldest pending turn whose principal runs nothing now, marked running."""
+        """The oldest pending turn or task whose principal runs nothing now, marked running."""
+        busy = "SELECT principal FROM turns WHERE status = ? UNION SELECT principal FROM tasks WHERE status = ?"
         with store.transaction():
-            turn = store.one(
-                "SELECT * FROM turns WHERE status = ? AND principal NOT IN (SELECT principal FROM turns WHERE status = ?) "
-                "ORDER BY id LIMIT 1",
-                (PENDING, RUNNING),
-            )
-            if turn is not None:
-                store.execute("UPDATE turns SET status = ?, started_at = ? WHERE id = ?", (RUNNING, now_iso(), turn["id"]))
-        return turn
+            candidates = []
+            for kind, table in TABLES.items():
+                row = store.one(f"SELECT * FROM {table} WHERE status = ? AND principal NOT IN ({busy}) ORDER BY id LIMIT 1",
+                                (PENDING, RUNNING, RUNNING))
+                if row is not None:
+                    candidates.append({**row, "kind": kind})
+            if not candidates:
+                return None
+            item = min(candidates, key=lambda c: c["created_at"])
+            store.execute(f"UPDATE {TABLES[item['kind']]} SET status = ?, started_at = ? WHERE id = ?", (RUNNING, now_iso(), item["id"]))
+        return item
 
     def _forget_finished(self) -> None:
         with self._guard:
-            for turn_id in [t for t, thread in self._threads.items() if not thread.is_alive()]:
-                del self._threads[turn_id]
+            for key in [k for k, thread in self._threads.items() if not thread.is_alive()]:
+                del self._threads[key]
 
     def _join(self) -> None:
         for thread in list(self._threads.values()):
@@ -124,55 +146,72 @@ class Dispatcher:
         self._forget_finished()
 
     def _reap_interrupted(self, store: StateStore) -> None:
-        """Turns left `running` by a dispatcher that was killed: their run can no longer be
-        trusted to finish, so they are marked failed (their runs, if any, are ended)."""
+        """Work left `running` by a dispatcher that was killed: its run is not active any
+        more, so it is marked failed."""
         from ..domain.runs import RUN_ID_RE, load_run, present
 
         home = Home(self.root)
-        for row in store.all("SELECT id, run_id, started_at FROM turns WHERE status = ?", (RUNNING,)):
-            alive = False
-            if row["run_id"] and RUN_ID_RE.fullmatch(row["run_id"]):
+        for kind, table in TABLES.items():
+            for row in store.all(f"SELECT id, run_id FROM {table} WHERE status = ? AND run_id IS NOT NULL", (RUNNING,)):
                 try:
-                    alive = present(load_run(home, row["run_id"]))["status"] == "active"
+                    alive = bool(RUN_ID_RE.fullmatch(row["run_id"])) and present(load_run(home, row["run_id"]))["status"] == "active"
                 except FwError:
                     alive = False
-            if not alive and row["run_id"]:
-                self._finish(store, row["id"], FAILED, "its dispatcher stopped before it finished")
+                if not alive:
+                    self._finish(store, kind, row["id"], Outcome(FAILED, "its dispatcher stopped before it finished"))
 
-    # -- one turn ------------------------------------------------------------------------------
-    def _work(self, turn: dict[str, Any]) -> None:
+    # -- one piece of work ----------------------------------------------------------------------
+    def _work(self, item: dict[str, Any]) -> None:
         home = Home(self.root)
+        kind, item_id = item["kind"], item["id"]
+        where = {"session": item.get("session")} if item.get("session") else {}
+        self.emit({"type": "started", "kind": kind, "id": item_id, "principal": item["principal"], **where})
         with StateStore(self.root / "state.db") as store:
-            self.emit({"type": "turn_started", "turn": turn["id"], "principal": turn["principal"], "session": turn["session"]})
-            status, error = self._run_turn(home, store, turn)
-            self._finish(store, turn["id"], status, error)  # unless Ctrl-C cancelled it meanwhile
-            self._count(status, error)
-            self.emit({"type": "turn_ended", "turn": turn["id"], "principal": turn["principal"], "session": turn["session"],
-                       "status": status, **({"error": error} if error else {})})
+            outcome = self._run_turn(home, store, item) if kind == "turn" else self._run_task(home, item)
+            status = self._finish(store, kind, item_id, outcome)  # unless cancelled meanwhile
+        with self._guard:
+            self.summary.count(kind, status, outcome.answered)
+        self.emit({"type": "ended", "kind": kind, "id": item_id, "principal": item["principal"], **where, "status": status,
+                   **({"error": outcome.note} if outcome.note and status != DONE else {})})
 
-    def _run_turn(self, home: Home, store: StateStore, turn: dict[str, Any]) -> tuple[str, str | None]:
+    def _run(self, home: Home, message: str, item: dict[str, Any], context: dict[str, Any],
+             history: list[dict[str, Any]] | None, started: Callable[[str], None]) -> dict[str, Any] | Outcome:
+        """A managed run of the item's principal on `message`: its result document, or the
+        outcome when it could not run."""
         from .agent_run import agent_run
 
-        trigger = store.one("SELECT * FROM messages WHERE id = ?", (turn["message_id"],))
-        assert trigger is not None
-        history = self._history(store, turn, trigger)
-        context = {"session": turn["session"], "turn": turn["id"], "hop": turn["hop"]}
+        def note(event: dict[str, Any]) -> None:
+            if event.get("type") == "started":
+                started(event["run"]["run_id"])
+
         try:
-            doc = agent_run(home, f"{trigger['author']}: {trigger['text']}", principal=turn["principal"],
-                            context=context, history=history, timeout=self.timeout,
-                            on_event=lambda event: self._note_run(store, turn, event))
+            return agent_run(home, message, principal=item["principal"], context=context, history=history,
+                             timeout=self.timeout, on_event=note)
         except FwError as exc:
             if exc.code == "denied" and "disabled" in exc.message:
-                return BACKLOG, None  # disabled since: it waits for the binding again
-            return FAILED, redact(f"{exc.code}: {exc.message}")
-        except Exception as exc:  # a bug must fail this turn only, never the dispatcher
-            return FAILED, f"internal: unexpected error: {type(exc).__name__}"
-        return self._answer(home, turn, doc)
+                return Outcome(BACKLOG)  # disabled since it was claimed: it waits for the binding again
+            return Outcome(FAILED, redact(f"{exc.code}: {exc.message}"))
+        except Exception as exc:  # a bug must fail this work only, never the dispatcher
+            return Outcome(FAILED, f"internal: unexpected error: {type(exc).__name__}")
 
-    def _note_run(self, store: StateStore, turn: dict[str, Any], event: dict[str, Any]) -> None:
-        if event.get("type") == "started":
+    def _run_turn(self, home: Home, store: StateStore, turn: dict[str, Any]) -> Outcome:
+        trigger = store.one("SELECT * FROM messages WHERE id = ?", (turn["message_id"],))
+        assert trigger is not None
+        context = {"session": turn["session"], "turn": turn["id"], "hop": turn["hop"]}
+
+        def started(run_id: str) -> None:
             with store.transaction():
-                store.execute("UPDATE turns SET run_id = ? WHERE id = ?", (event["run"]["run_id"], turn["id"]))
+                store.execute("UPDATE turns SET run_id = ? WHERE id = ?", (run_id, turn["id"]))
+
+        doc = self._run(home, f"{trigger['author']}: {trigger['text']}", turn, context, self._history(store, turn, trigger), started)
+        return doc if isinstance(doc, Outcome) else self._answer(home, turn, doc)
+
+    def _run_task(self, home: Home, task: dict[str, Any]) -> Outcome:
+        context = {"task": task["id"], **({"session": task["session"]} if task["session"] else {})}
+        doc = self._run(home, task["instructions"], task, context, None, lambda run_id: tasks.task_started(home, task["id"], run_id))
+        if isinstance(doc, Outcome):
+            return doc
+        return Outcome(DONE, doc.get("answer") or "")
 
     def _history(self, store: StateStore, turn: dict[str, Any], trigger: dict[str, Any]) -> list[dict[str, Any]]:
         rows = store.all(
@@ -185,35 +224,39 @@ class Dispatcher:
             for r in reversed(rows)
         ]
 
-    def _answer(self, home: Home, turn: dict[str, Any], doc: dict[str, Any]) -> tuple[str, str | None]:
+    def _answer(self, home: Home, turn: dict[str, Any], doc: dict[str, Any]) -> Outcome:
         """Post the run's final answer to the session as the principal's message."""
         text = (doc.get("answer") or "").strip()
         if not text:
-            return DONE, None
+            return Outcome(DONE)
         try:
             sessions.message_post(home, turn["session"], turn["principal"], text, hop=turn["hop"] + 1, run_id=doc["run_id"])
         except FwError as exc:
             status = CANCELLED if exc.code == "session_ended" else FAILED
-            return status, f"{exc.code}: the answer was not posted ({exc.message})"
-        return DONE, "answered"
+            return Outcome(status, f"{exc.code}: the answer was not posted ({exc.message})")
+        return Outcome(DONE, answered=True)
 
-    def _finish(self, store: StateStore, turn_id: int, status: str, note: str | None) -> None:
-        error = None if note == "answered" else note
+    def _finish(self, store: StateStore, kind: str, item_id: int, outcome: Outcome) -> str:
+        """Record the outcome of running work; the status it has now (a task may have been
+        reported, or cancelled, meanwhile)."""
+        if kind == "task":
+            result = outcome.note if outcome.status == DONE else None
+            error = None if outcome.status == DONE else outcome.note
+            return tasks.task_finished(Home(self.root), item_id, outcome.status, result, error)
         with store.transaction():
             store.execute("UPDATE turns SET status = ?, error = ?, ended_at = ? WHERE id = ? AND status = ?",
-                          (status, error, now_iso() if status != BACKLOG else None, turn_id, RUNNING))
+                          (outcome.status, outcome.note, now_iso() if outcome.status != BACKLOG else None, item_id, RUNNING))
+            return store.one("SELECT status FROM turns WHERE id = ?", (item_id,))["status"]  # type: ignore[index]
 
-    def _count(self, status: str, note: str | None) -> None:
-        with self._guard:
-            if status == BACKLOG:
-                return
-            self.summary.turns["run"] += 1
-            if status == DONE and note == "answered":
-                self.summary.turns["answered"] += 1
-            elif status == FAILED:
-                self.summary.turns["failed"] += 1
-            elif status == CANCELLED:
-                self.summary.turns["cancelled"] += 1
+
+def _end_run(root: Any, run_id: str | None) -> None:
+    from ..domain.runs import run_end
+
+    if run_id:
+        try:
+            run_end(Home(root), run_id)
+        except FwError:
+            pass
 
 
 def dispatch(home: Home, *, once: bool = False, workers: int = 4, on_event: OnEvent | None = None, timeout: float = 60.0) -> dict[str, Any]:

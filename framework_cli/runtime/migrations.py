@@ -55,4 +55,25 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
             )""",
         ],
     ),
+    (
+        "0002_tasks",
+        [
+            """CREATE TABLE tasks (
+                id INTEGER PRIMARY KEY AUTOINCREMENT,
+                principal TEXT NOT NULL,
+                instructions TEXT NOT NULL,
+                session TEXT,
+                created_by TEXT NOT NULL,
+                created_run TEXT,
+                status TEXT NOT NULL,
+                result TEXT,
+                error TEXT,
+                run_id TEXT,
+                created_at TEXT NOT NULL,
+                started_at TEXT,
+                ended_at TEXT
+            )""",
+            "CREATE INDEX tasks_by_status ON tasks (status, id)",
+        ],
+    ),
 ]

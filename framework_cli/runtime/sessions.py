@@ -117,6 +117,10 @@ def session_end(home: Home, name: str) -> dict[str, Any]:
                 "UPDATE turns SET status = ?, error = ?, ended_at = ? WHERE session = ? AND status IN (?, ?)",
                 (CANCELLED, "session_ended", now_iso(), name, PENDING, BACKLOG),
             ).rowcount
+            store.execute(
+                "UPDATE tasks SET status = ?, error = ?, ended_at = ? WHERE session = ? AND status IN (?, ?)",
+                (CANCELLED, "session_ended", now_iso(), name, PENDING, BACKLOG),
+            )
         return {"session": present_session(store, _session(store, name)), "cancelled_turns": cancelled}
 
 
@@ -242,14 +246,24 @@ def binding_changed(home: Home, principal: str, enabled: bool, by_identity: str 
                 "(SELECT s.name FROM sessions s JOIN members m ON m.session = s.name WHERE s.status = ? AND m.principal = ?)",
                 (PENDING, principal, BACKLOG, OPEN, principal),
             ).rowcount
+            released += store.execute(
+                "UPDATE tasks SET status = ? WHERE principal = ? AND status = ? AND "
+                "(session IS NULL OR session IN (SELECT name FROM sessions WHERE status = ?))",
+                (PENDING, principal, BACKLOG, OPEN),
+            ).rowcount
             return {"released": released, "cancelled": 0, "held": 0}
         if by_identity == principal:
-            cancelled = store.execute(
-                "UPDATE turns SET status = ?, error = ?, ended_at = ? WHERE principal = ? AND status IN (?, ?)",
-                (CANCELLED, "binding_disabled_by_itself", now_iso(), principal, PENDING, BACKLOG),
-            ).rowcount
+            cancelled = 0
+            for table in ("turns", "tasks"):
+                cancelled += store.execute(
+                    f"UPDATE {table} SET status = ?, error = ?, ended_at = ? WHERE principal = ? AND status IN (?, ?)",
+                    (CANCELLED, "its binding was disabled by its own run", now_iso(), principal, PENDING, BACKLOG),
+                ).rowcount
             return {"released": 0, "cancelled": cancelled, "held": 0}
-        held = store.execute("UPDATE turns SET status = ? WHERE principal = ? AND status = ?", (BACKLOG, principal, PENDING)).rowcount
+        held = sum(
+            store.execute(f"UPDATE {table} SET status = ? WHERE principal = ? AND status = ?", (BACKLOG, principal, PENDING)).rowcount
+            for table in ("turns", "tasks")
+        )
         return {"released": 0, "cancelled": 0, "held": held}
 
 

@@ -17,7 +17,7 @@ from ..home.store import Home
 from .registry import MANAGED_RUNTIME, RUN_CALL_CHECKS, TOOL_PREFIX, TOOLS, Caller, Tool, group_tools
 
 # The tool groups register their tools when imported; their order is the order tools are listed.
-GROUP_MODULES = ("resource_management", "managed_runtime")
+GROUP_MODULES = ("resource_management", "task_collaboration", "local_execution", "managed_runtime")
 for _module in GROUP_MODULES:
     importlib.import_module(f"{__package__}.{_module}")
 

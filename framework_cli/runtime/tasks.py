@@ -1,0 +1,176 @@
+"""Tasks: explicit work one principal delegates to another, run by `fw dispatch`.
+
+A task runs as a managed run of the target principal's binding, with that agent's own
+snapshot: it inherits nothing from the run that delegated it. `pending` while the binding is
+enabled, `backlog` while it is disabled, then `running`, and it ends `done`, `failed` or
+`cancelled`. A task run that ends without `task_report` is `done`, its final answer the result.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+from ..errors import FwError
+from ..home.kinds import check_name
+from ..home.store import Home
+from .sessions import BACKLOG, CANCELLED, DONE, FAILED, OPEN, PENDING, RUNNING, store_for
+from .state import now_iso
+
+ENDED = (DONE, FAILED, CANCELLED)
+MAX_WAIT_SECONDS = 600
+POLL_SECONDS = 0.2
+MAX_INSTRUCTIONS = 64 * 1024
+
+# How many threads of this process are waiting in task_wait: a dispatcher lends their worker
+# slots to other work, so a parent that waits for its child never keeps the child from running.
+_waiting = 0
+_waiting_lock = threading.Lock()
+
+
+def waiting() -> int:
+    return _waiting
+
+
+def present(row: dict[str, Any]) -> dict[str, Any]:
+    doc = {k: row[k] for k in ("id", "status", "principal", "created_by", "instructions", "session", "run_id", "created_at", "ended_at")}
+    if row["result"] is not None:
+        doc["result"] = row["result"]
+    if row["error"] is not None:
+        doc["error"] = row["error"]
+    return doc
+
+
+def _task(store: Any, task_id: Any) -> dict[str, Any]:
+    if isinstance(task_id, bool) or not isinstance(task_id, int) or task_id < 1:
+        raise FwError("invalid", "a task id is a whole number, at least 1", "see the ids with `fw task list`")
+    row = store.one("SELECT * FROM tasks WHERE id = ?", (task_id,))
+    if row is None:
+        raise FwError("not_found", f"no task {task_id}", "see them with `fw task list`")
+    return row
+
+
+def task_delegate(home: Home, principal: str, instructions: str, session: str | None = None,
+                  created_by: str = "manager", created_run: str | None = None) -> dict[str, Any]:
+    from ..domain.identities import get_binding, get_principal
+
+    check_name(principal, "principal name")
+    if not isinstance(instructions, str) or not instructions.strip() or len(instructions) > MAX_INSTRUCTIONS:
+        raise FwError("invalid", f"instructions are 1 to {MAX_INSTRUCTIONS} characters of text", "say what the task is")
+    who = get_principal(home, principal)
+    if who is None or who["kind"] != "agent":
+        raise FwError("not_found", f"no agent principal named {principal!r}", "see them with `fw principal list`")
+    binding = get_binding(home, principal)
+    if binding is None:
+        raise FwError("not_found", f"principal {principal!r} has no binding, so nothing would run the task",
+                      f"bind it: `fw binding set {principal} --agent AGENT`")
+    with store_for(home) as store, store.transaction():
+        if session is not None:
+            row = store.one("SELECT status FROM sessions WHERE name = ?", (session,))
+            if row is None:
+                raise FwError("not_found", f"no session named {session!r}", "see them with `fw session list`")
+            if row["status"] != OPEN:
+                raise FwError("session_ended", f"session {session!r} has ended", "delegate without it, or in an open session")
+        task_id = store.insert("tasks", {
+            "principal": principal, "instructions": instructions, "session": session, "created_by": created_by,
+            "created_run": created_run, "status": PENDING if binding["enabled"] else BACKLOG, "created_at": now_iso(),
+        })
+        return {"task": present(_task(store, task_id))}
+
+
+def task_show(home: Home, task_id: int) -> dict[str, Any]:
+    with store_for(home) as store:
+        return {"task": present(_task(store, task_id))}
+
+
+def task_list(home: Home, identity: str | None = None, role: str | None = None) -> dict[str, Any]:
+    """Every task (the Manager, the operator), or an identity's: those it created, those
+    assigned to it, or both."""
+    if role not in (None, "created", "assigned"):
+        raise FwError("invalid", "role is created or assigned", "e.g. --role created")
+    with store_for(home) as store:
+        if identity is None:
+            rows = store.all("SELECT * FROM tasks ORDER BY id")
+        elif role == "created":
+            rows = store.all("SELECT * FROM tasks WHERE created_by = ? ORDER BY id", (identity,))
+        elif role == "assigned":
+            rows = store.all("SELECT * FROM tasks WHERE principal = ? ORDER BY id", (identity,))
+        else:
+            rows = store.all("SELECT * FROM tasks WHERE created_by = ? OR principal = ? ORDER BY id", (identity, identity))
+    return {"tasks": [present(r) for r in rows]}
+
+
+def task_cancel(home: Home, task_id: int, by: str | None = None) -> dict[str, Any]:
+    """Cancel a task that has not ended; `by` (a run's identity) must be its creator. A
+    running task's run is ended, so it acts no more."""
+    from ..domain.runs import run_end
+
+    with store_for(home) as store, store.transaction():
+        row = _task(store, task_id)
+        if by is not None and row["created_by"] != by:
+            raise FwError("denied", f"only the creator of task {task_id} ({row['created_by']}) may cancel it", "ask its creator")
+        if row["status"] in ENDED:
+            return {"task": present(row), "cancelled": False}
+        store.execute("UPDATE tasks SET status = ?, error = ?, ended_at = ? WHERE id = ?", (CANCELLED, f"cancelled by {by or 'the operator'}", now_iso(), task_id))
+        run_id = row["run_id"] if row["status"] == RUNNING else None
+        row = _task(store, task_id)
+    if run_id:
+        try:
+            run_end(home, run_id)
+        except FwError:
+            pass
+    return {"task": present(row), "cancelled": True}
+
+
+def task_report(home: Home, task_id: int, status: str, result: str, run_id: str | None) -> dict[str, Any]:
+    """The task's own run reports its outcome; no other run may."""
+    if status not in (DONE, FAILED):
+        raise FwError("invalid", "status is done or failed", "report done with the result, or failed with why")
+    with store_for(home) as store, store.transaction():
+        row = _task(store, task_id)
+        if run_id is None or row["run_id"] != run_id:
+            raise FwError("denied", f"only the run working on task {task_id} may report it", "report the tasks you were given")
+        if row["status"] != RUNNING:
+            raise FwError("conflict", f"task {task_id} is {row['status']}; it can no longer be reported", "nothing was changed")
+        store.execute("UPDATE tasks SET status = ?, result = ?, ended_at = ? WHERE id = ?", (status, result, now_iso(), task_id))
+        return {"task": present(_task(store, task_id))}
+
+
+def task_wait(home: Home, task_id: int, timeout_seconds: float = 60, by: str | None = None) -> dict[str, Any]:
+    """Wait until the task ends or the timeout passes, and return it as it stands. Holds no
+    lock while it waits: it only reads, a moment at a time."""
+    global _waiting
+    if isinstance(timeout_seconds, bool) or not isinstance(timeout_seconds, (int, float)) or not 0 <= timeout_seconds <= MAX_WAIT_SECONDS:
+        raise FwError("invalid", f"timeout_seconds is from 0 to {MAX_WAIT_SECONDS}", "e.g. 60")
+    deadline = time.monotonic() + timeout_seconds
+    with _waiting_lock:
+        _waiting += 1
+    try:
+        with store_for(home) as store:
+            while True:
+                row = _task(store, task_id)
+                if by is not None and by not in (row["created_by"], row["principal"]):
+                    raise FwError("denied", f"task {task_id} is neither yours nor assigned to you", "wait for the tasks you delegated")
+                if row["status"] in ENDED or time.monotonic() >= deadline:
+                    return {"task": present(row)}
+                time.sleep(POLL_SECONDS)
+    finally:
+        with _waiting_lock:
+            _waiting -= 1
+
+
+def task_started(home: Home, task_id: int, run_id: str) -> None:
+    with store_for(home) as store, store.transaction():
+        store.execute("UPDATE tasks SET run_id = ? WHERE id = ? AND status = ?", (run_id, task_id, RUNNING))
+
+
+def task_finished(home: Home, task_id: int, status: str, result: str | None, error: str | None) -> str:
+    """Record how a task's run ended, unless the run reported it (or it was cancelled)
+    already; the status it has now."""
+    with store_for(home) as store, store.transaction():
+        store.execute(
+            "UPDATE tasks SET status = ?, result = ?, error = ?, ended_at = ? WHERE id = ? AND status = ?",
+            (status, result, error, now_iso() if status != BACKLOG else None, task_id, RUNNING),
+        )
+        return _task(store, task_id)["status"]
