@@ -101,8 +101,8 @@ def _call_mcp(home: Home, run: dict[str, Any], source: dict[str, Any], args: dic
 
 
 def manager_tools() -> list[Tool]:
-    """The Manager's tools: every tool but those of a managed run's own identity."""
-    return [t for t in TOOLS.values() if t.group != MANAGED_RUNTIME]
+    """The Manager's tools: every tool but those of a managed run's own identity, group by group."""
+    return sorted((t for t in TOOLS.values() if t.group in BUILTIN_GROUPS), key=lambda t: BUILTIN_GROUPS.index(t.group))
 
 
 def describe(tool: Tool, name: str) -> dict[str, Any]:
