@@ -93,7 +93,7 @@ class FwGroup(TyperGroup):
 
 
 # Command groups, each a module of this package with its own Typer app.
-GROUPS = ("home", "resource", "category", "agent", "principal", "binding", "run", "tool", "mcp", "audit")
+GROUPS = ("home", "resource", "category", "agent", "principal", "binding", "run", "tool", "mcp", "audit", "bot", "event")
 
 
 def build_app(only: str | None = None) -> typer.Typer:
