@@ -343,3 +343,24 @@ def test_mcp_serve_offers_exactly_the_runs_event_and_platform_tools(home):
 
     anyio.run(over_mcp)
     assert [(a["api"], a["params"]["text"]) for a in log()] == [("send_message", "over mcp")]
+
+
+def test_a_damaged_frozen_event_acts_on_nothing(home):
+    setup_bot()
+    run = start_for()
+    path = home / f"runs/{run['run_id']}.json"
+    record = json.loads(path.read_text())
+    record["event"] = {"type": "message.received"}  # the actor is gone
+    path.write_text(json.dumps(record))
+    refused = call(run["run_id"], "event_kick_member", code=4)
+    assert refused["error"]["code"] == "corrupt" and log() == []
+
+
+def test_the_readme_tour_of_the_sample_lobby_bot(sample):
+    assert fwj("home", "check")["ok"] is True
+    assert fwj("bot", "show", "lobby")["online"] is True
+    said = fwj("bot", "local", "say", "lobby", "--from", "alice", "--group", "team", "--no-run", "@ops is the build green?")
+    run = said["run"]
+    assert (run["identity"], run["agent"]) == ("ops", "ops") and "event_reply" in run["tools"]
+    call(run["run_id"], "event_reply", {"text": "Yes, all green."})
+    assert [(a["api"], a["params"]["target_id"]) for a in fwj("bot", "local", "log", "lobby")["actions"]] == [("send_message", "team")]

@@ -67,8 +67,11 @@ def api_params(run: dict[str, Any], tool: PlatformTool, args: dict[str, Any]) ->
         return dict(args)
     from .events import target_ids
 
-    event = run.get("event")
-    ids = target_ids(tool.target, event) if isinstance(event, dict) else None
+    try:
+        ids = target_ids(tool.target, run["event"])
+    except (KeyError, TypeError):  # the record's event is missing or damaged: trust none of it
+        rel = f"runs/{run['run_id']}.json"
+        raise FwError("corrupt", f"{rel} is corrupt: its event cannot be read", "this run cannot act; start a new one", path=rel) from None
     if ids is None:
         raise FwError("denied", f"run {run['run_id']} has no event target for {tool.name}",
                       "event tools act only on the ids of the event the run was started for", reason="event_target_unavailable")
