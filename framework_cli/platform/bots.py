@@ -56,11 +56,10 @@ def capabilities(home: Home, name: str, bot: dict[str, Any]) -> dict[str, Any]:
 
 
 def bot_show(home: Home, name: str) -> dict[str, Any]:
+    """A bot's definition, the APIs it offers its runs and whether it is online."""
     bot = load_bot(home, name)
-    adapter = adapter_of(home, name, bot)
-    from .adapters import supported_apis
-
-    doc = {"name": name, **bot, "supported_apis": supported_apis(adapter, bot), "online": adapter.online()}
+    offered = capabilities(home, name, bot)["supported_apis"]
+    doc = {"name": name, **bot, "supported_apis": offered, "online": adapter_of(home, name, bot).online()}
     if bot["adapter"] not in ADAPTERS_AVAILABLE:
         doc["note"] = f"the {bot['adapter']} adapter is not available in this version of fw"
     return doc
