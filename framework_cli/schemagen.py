@@ -21,6 +21,12 @@ def generated() -> dict[str, str]:
         schema = {"$schema": "https://json-schema.org/draft/2020-12/schema", "$id": f"tools/{name}.json",
                   "title": name, "description": tool.description, **tool.input_schema}
         out[f"tools/{name}.json"] = json.dumps(schema, indent=2, sort_keys=True) + "\n"
+    from .platform.catalogue import CATALOGUE
+
+    for name, tool in CATALOGUE.items():  # the event and platform tools, with their API and risk
+        schema = {"$schema": "https://json-schema.org/draft/2020-12/schema", "$id": f"tools/{name}.json", "title": name,
+                  "description": tool.description, "x-api": tool.api, "x-risk": tool.risk, **tool.input_schema}
+        out[f"tools/{name}.json"] = json.dumps(schema, indent=2, sort_keys=True) + "\n"
     return out
 
 

@@ -6,7 +6,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from ..domain.agents import agent_edit, agent_show
+from ..domain.agents import agent_show
 from ..domain.resources import resource_list, resource_write
 from .common import home_of
 from .output import JsonOpt, emit
@@ -25,6 +25,12 @@ ExecOpt = Annotated[Optional[bool], typer.Option("--execution/--no-execution", h
 CategoryOpt = Annotated[Optional[str], typer.Option("--category", help="Category to place it in, or move it to.")]
 GroupsHelp = "resource_management, task_collaboration or local_execution"
 BuiltinOpt = Annotated[Optional[list[str]], typer.Option("--builtin-tool", help=f"Mount exactly these groups (repeat; replaces the set): {GroupsHelp}.")]
+EventOpt = Annotated[Optional[list[str]], typer.Option("--event", help="A chat-platform event type or pattern it handles, e.g. message.* (repeat; replaces the list; '' clears it).")]
+PlatformToolOpt = Annotated[Optional[list[str]], typer.Option("--platform-tool", help="A platform_ tool its event runs may be offered (repeat; replaces the list; '' clears it). See `fw tool catalogue`.")]
+AddEventOpt = Annotated[Optional[list[str]], typer.Option("--add-event", help="Handle this event type or pattern too (repeat).")]
+RemoveEventOpt = Annotated[Optional[list[str]], typer.Option("--remove-event", help="Stop handling this event type or pattern (repeat).")]
+AddPlatformToolOpt = Annotated[Optional[list[str]], typer.Option("--add-platform-tool", help="Allow this platform_ tool too (repeat).")]
+RemovePlatformToolOpt = Annotated[Optional[list[str]], typer.Option("--remove-platform-tool", help="Stop allowing this platform_ tool (repeat).")]
 
 
 def _fields(model, prompt, skill, mcp, harness, description, execution) -> dict[str, Any]:
@@ -52,15 +58,22 @@ def create(
     mcp: McpOpt = None,
     harness: HarnessOpt = None,
     builtin_tool: BuiltinOpt = None,
+    event: EventOpt = None,
+    platform_tool: PlatformToolOpt = None,
     description: DescOpt = None,
     execution: ExecOpt = None,
     category: CategoryOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Create an agent. It is configured, not running: bind an identity to it to enable it."""
+    from ..platform.agent_fields import given
+
     data = _fields(model, prompt, skill, mcp, harness, description, execution)
     if builtin_tool is not None:
         data["builtin_tools"] = builtin_tool
+    for field, values in (("events", given(event)), ("allowed_platform_tools", given(platform_tool))):
+        if values:
+            data[field] = values
     doc = resource_write(home_of(ctx), "agent", name, data, create=True, category=category)
     emit(doc, as_json, lambda c: render_written(c, doc, "Created"))
 
@@ -79,15 +92,26 @@ def edit(
     harness: HarnessOpt = None,
     description: DescOpt = None,
     execution: ExecOpt = None,
+    event: EventOpt = None,
+    add_event: AddEventOpt = None,
+    remove_event: RemoveEventOpt = None,
+    platform_tool: PlatformToolOpt = None,
+    add_platform_tool: AddPlatformToolOpt = None,
+    remove_platform_tool: RemovePlatformToolOpt = None,
     category: CategoryOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Change an agent. Only the flags given change; a change applies from the next run."""
+    from ..platform.agent_fields import agent_edit_lists
+
     patch = _fields(model, prompt, skill, mcp, harness, description, execution)
-    doc = agent_edit(
+    lists = {"events": (event, add_event or (), remove_event or ()),
+             "allowed_platform_tools": (platform_tool, add_platform_tool or (), remove_platform_tool or ())}
+    doc = agent_edit_lists(
         home_of(ctx),
         name,
         patch,
+        lists,
         builtin_set=builtin_tool,
         builtin_add=add_builtin_tool or (),
         builtin_remove=remove_builtin_tool or (),

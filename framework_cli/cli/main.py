@@ -95,7 +95,7 @@ class FwGroup(TyperGroup):
 # Command groups, each a module of this package with its own Typer app.
 GROUPS = (
     "home", "resource", "category", "agent", "principal", "binding", "run", "tool", "mcp", "audit",
-    "session", "message", "memory", "dispatch", "task",
+    "session", "message", "memory", "dispatch", "task", "bot", "event",
 )
 
 

@@ -22,6 +22,8 @@ def _render(console: Any, doc: dict[str, Any]) -> None:
     console.print(f"  lease until {doc['lease_expires_at']}")
     tools = ", ".join(doc["tools"]) or "none (no group mounted, or the model cannot call tools)"
     console.print(f"  tools: {tools}")
+    if isinstance(doc.get("event"), dict):
+        console.print(f"  for event {doc['event'].get('type')} on bot {doc.get('bot')}")
 
 
 @app.command("start")
@@ -30,11 +32,31 @@ def start(
     principal: Annotated[Optional[str], typer.Option("--principal", help="A managed run as this principal (its binding must be enabled).")] = None,
     agent: Annotated[Optional[str], typer.Option("--agent", help="An explicit run of this agent, as runtime:AGENT.")] = None,
     lease: Annotated[Optional[int], typer.Option("--lease", metavar="SECONDS", help="How long the run may act (default 3600).")] = None,
+    bot: Annotated[Optional[str], typer.Option("--bot", help="With --event: a run for an event that came to this bot (as `fw event handle --no-run`).")] = None,
+    event: Annotated[Optional[str], typer.Option("--event", metavar="JSON|@FILE|-", help="With --bot: the event, frozen in the run.")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Start a run: the agent's definition and tools are frozen for the run's whole life."""
+    if bot is not None or event is not None:
+        _start_for_event(ctx, principal, agent, lease, bot, event, as_json)
+        return
     doc = start_run(home_of(ctx), principal=principal, agent=agent, lease=lease)
     emit(doc, as_json, lambda c: _render(c, doc))
+
+
+def _start_for_event(ctx: typer.Context, principal: Optional[str], agent: Optional[str], lease: Optional[int],
+                     bot: Optional[str], event: Optional[str], as_json: bool) -> None:
+    """`fw run start --principal P --bot B --event E`: what `fw event handle B --no-run` does."""
+    from ..errors import FwError
+    from ..platform.handling import handle_event
+    from .event import render_handled
+    from .output import read_data_arg
+
+    if bot is None or event is None or principal is None or agent is not None:
+        raise FwError("usage", "a run for an event needs --principal, --bot and --event (and no --agent)",
+                      "e.g. fw run start --principal P --bot B --event @event.json")
+    doc = handle_event(home_of(ctx), bot, read_data_arg(event, "--event"), run=False, principal=principal, lease=lease)
+    emit(doc, as_json, lambda c: render_handled(c, doc))
 
 
 @app.command("show")

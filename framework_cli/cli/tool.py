@@ -37,3 +37,26 @@ def call(
     home = home_of(ctx)
     caller = caller_for(home, manager, run)
     print_json(call_tool(home, caller, tool, read_data_arg(args, "--args")))
+
+
+@app.command("catalogue")
+def catalogue(ctx: typer.Context, as_json: JsonOpt = False) -> None:
+    """List the catalogue of chat-platform tools: event tools (frozen to the event's own ids,
+    offered by the events an agent selects) apart from platform tools (the agent names the
+    target; chosen with `allowed_platform_tools`). There is no raw passthrough."""
+    from ..platform.catalogue import catalogue as platform_catalogue
+
+    doc = platform_catalogue()
+
+    def human(console) -> None:
+        event_rows = [[t["name"], t["api"], t["risk"], ", ".join(t["event_patterns"]), t["target"]] for t in doc["event_tools"]]
+        table(console, "event tools", ["name", "api", "risk", "events", "frozen target"], event_rows, "")
+        platform_rows = [[t["name"], t["api"], t["risk"], _parameters(t["input_schema"])] for t in doc["platform_tools"]]
+        table(console, "platform tools", ["name", "api", "risk", "parameters"], platform_rows, "")
+
+    emit(doc, as_json, human)
+
+
+def _parameters(schema: dict) -> str:
+    required = set(schema.get("required") or [])
+    return ", ".join(name if name in required else f"{name}?" for name in schema.get("properties") or {}) or "none"

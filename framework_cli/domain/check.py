@@ -98,6 +98,7 @@ def check_home(home: Home) -> dict[str, Any]:
                 )
     _check_secrets(home, problems)
     _check_runs(home, problems)
+    _check_bots(home, problems)
     return {"home": str(home.root), "ok": not problems, "problems": problems, "warnings": warnings, "counts": counts}
 
 
@@ -116,6 +117,12 @@ def _check_runs(home: Home, problems: list[dict[str, Any]]) -> None:
     for run in run_list(home)["runs"]:
         if "error" in run:
             problems.append({"code": "corrupt", "path": run["error"]["path"], "message": run["error"]["message"]})
+
+
+def _check_bots(home: Home, problems: list[dict[str, Any]]) -> None:
+    from ..platform.bots import check_bots
+
+    problems.extend(check_bots(home))
 
 
 def _yaml_files(folder: Path) -> list[str]:

@@ -263,6 +263,10 @@ def resource_write(
         if kind == "skill" and plain["name"] != reference:
             raise FwError("invalid", f"a skill's name must be its reference {reference!r}", "drop name, or set it to the reference", field="name")
         _check_refs(home, spec, reference, plain)
+        if kind == "agent":  # event types and platform tools are checked against the catalogue on write only
+            from ..platform.catalogue import check_agent_fields
+
+            check_agent_fields(plain)
         if target_category != old_category:
             _require_category(home, spec, target_category)
 

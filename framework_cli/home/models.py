@@ -23,6 +23,10 @@ Url = Annotated[str, Field(pattern=r"^https?://[^\s/?#@]+(?:[/?#]\S*)?$")]
 EnvName = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
 # A model-side tool name: letters, digits, '_' and '-' (as the chat completions API allows).
 ToolName = Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]{1,128}$")]
+# An event type (message.received) or a shell-style pattern of them (message.*).
+EventPattern = Annotated[str, Field(pattern=r"^[a-z0-9_.*?\[\]!-]{1,64}$")]
+# A semantic API of the platform catalogue (send_message); checked against it on write.
+ApiName = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{0,63}$")]
 BuiltinGroup = Literal["resource_management", "task_collaboration", "local_execution"]
 assert set(BuiltinGroup.__args__) == set(BUILTIN_GROUPS)  # type: ignore[attr-defined]
 
@@ -150,8 +154,17 @@ class Agent(Strict):
         description="MCP and skill tools a run may be offered (mcp__SERVER__TOOL, skill__NAME): "
         "absent, every one; a list, only those; [], none. Built-in groups are governed by builtin_tools.",
     )
+    events: list[EventPattern] | None = Field(
+        None,
+        description="The chat-platform event types it handles, or patterns of them (message.*); "
+        "absent or empty, none. The event tools that fit the event are offered with it.",
+    )
+    allowed_platform_tools: list[ToolName] | None = Field(
+        None,
+        description="The platform_ tools of the catalogue (`fw tool catalogue`) its event runs may be offered.",
+    )
 
-    @field_validator("builtin_tools", "skills", "mcps", "allowed_tools")
+    @field_validator("builtin_tools", "skills", "mcps", "allowed_tools", "events", "allowed_platform_tools")
     @classmethod
     def _no_duplicate_entries(cls, values: list[str] | None, info: ValidationInfo) -> list[str] | None:
         _no_duplicates(values or [], info.field_name or "")
@@ -175,6 +188,31 @@ class Binding(Strict):
     policy: Literal["mentioned", "all"] = "mentioned"
 
 
+class Bot(Strict):
+    """A chat-platform bot (bots/<name>.yaml): the adapter that reaches it and the principal
+    whose binding handles its events."""
+
+    adapter: Literal["local", "onebot"]
+    principal: Name
+    url: Url | None = Field(None, description="onebot: the base URL of its HTTP API")
+    unsupported_apis: list[ApiName] = Field(default_factory=list, description="APIs to withhold from its runs")
+    description: str | None = None
+
+    @field_validator("unsupported_apis")
+    @classmethod
+    def _no_duplicate_apis(cls, values: list[str]) -> list[str]:
+        _no_duplicates(values, "unsupported_apis")
+        return values
+
+    @model_validator(mode="after")
+    def _url_for_onebot(self) -> Bot:
+        if self.adapter == "onebot" and not self.url:
+            raise ValueError("a onebot bot needs a url")
+        if self.adapter == "local" and self.url is not None:
+            raise ValueError("url is for the onebot adapter only")
+        return self
+
+
 MODELS: dict[str, type[Strict]] = {
     "provider": Provider,
     "model": Model,
@@ -185,6 +223,7 @@ MODELS: dict[str, type[Strict]] = {
     "agent": Agent,
     "principal": Principal,
     "binding": Binding,
+    "bot": Bot,
 }
 
 

@@ -77,3 +77,92 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
         ],
     ),
 ]
+
+# The local chat platform (framework_cli/platform/adapters/local.py): one small platform per
+# local bot, every row keyed by the bot's name.
+MIGRATIONS.append(
+    (
+        "0003_local_platform",
+        [
+            """CREATE TABLE local_bots (
+                bot TEXT PRIMARY KEY,
+                online INTEGER NOT NULL,
+                updated_at TEXT NOT NULL
+            )""",
+            """CREATE TABLE local_users (
+                bot TEXT NOT NULL,
+                id TEXT NOT NULL,
+                name TEXT NOT NULL,
+                created_at TEXT NOT NULL,
+                PRIMARY KEY (bot, id)
+            )""",
+            """CREATE TABLE local_friends (
+                bot TEXT NOT NULL,
+                user_id TEXT NOT NULL,
+                remark TEXT,
+                created_at TEXT NOT NULL,
+                PRIMARY KEY (bot, user_id)
+            )""",
+            """CREATE TABLE local_groups (
+                bot TEXT NOT NULL,
+                id TEXT NOT NULL,
+                name TEXT NOT NULL,
+                joined INTEGER NOT NULL,
+                created_at TEXT NOT NULL,
+                PRIMARY KEY (bot, id)
+            )""",
+            """CREATE TABLE local_members (
+                bot TEXT NOT NULL,
+                group_id TEXT NOT NULL,
+                user_id TEXT NOT NULL,
+                joined_at TEXT NOT NULL,
+                PRIMARY KEY (bot, group_id, user_id)
+            )""",
+            """CREATE TABLE local_mutes (
+                bot TEXT NOT NULL,
+                group_id TEXT NOT NULL,
+                user_id TEXT NOT NULL,
+                until TEXT NOT NULL,
+                PRIMARY KEY (bot, group_id, user_id)
+            )""",
+            """CREATE TABLE local_messages (
+                seq INTEGER PRIMARY KEY AUTOINCREMENT,
+                bot TEXT NOT NULL,
+                id TEXT NOT NULL,
+                chat_type TEXT NOT NULL,
+                chat_id TEXT NOT NULL,
+                sender TEXT,
+                text TEXT NOT NULL,
+                deleted INTEGER NOT NULL,
+                created_at TEXT NOT NULL,
+                UNIQUE (bot, id)
+            )""",
+            """CREATE TABLE local_friend_requests (
+                bot TEXT NOT NULL,
+                id TEXT NOT NULL,
+                user_id TEXT NOT NULL,
+                status TEXT NOT NULL,
+                created_at TEXT NOT NULL,
+                PRIMARY KEY (bot, id)
+            )""",
+            """CREATE TABLE local_group_invites (
+                bot TEXT NOT NULL,
+                id TEXT NOT NULL,
+                group_id TEXT NOT NULL,
+                inviter TEXT NOT NULL,
+                status TEXT NOT NULL,
+                created_at TEXT NOT NULL,
+                PRIMARY KEY (bot, id)
+            )""",
+            """CREATE TABLE local_actions (
+                seq INTEGER PRIMARY KEY AUTOINCREMENT,
+                bot TEXT NOT NULL,
+                api TEXT NOT NULL,
+                params TEXT NOT NULL,
+                error TEXT,
+                time TEXT NOT NULL
+            )""",
+            "CREATE INDEX local_actions_by_bot ON local_actions (bot, seq)",
+        ],
+    )
+)

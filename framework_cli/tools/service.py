@@ -39,7 +39,12 @@ def _project_tools(home: Home, start: Any, held: list[Any]) -> Any:
         held.append(connections)
         snapshot.mcp_tools, snapshot.mcp_unavailable = connections.tools, connections.unavailable
     snapshot.skills = {name: skill_description(home, name) for name in definition.get("skills") or []}
-    return project(snapshot)
+    projection = project(snapshot)
+    if "event" in start.context:  # a run started for a chat-platform event: its event and platform tools
+        from ..platform.toolset import add_event_tools
+
+        add_event_tools(home, projection, runner_refusal(snapshot), definition, start.context)
+    return projection
 
 
 def open_run(
@@ -84,6 +89,10 @@ def _granted(home: Home, run: dict[str, Any], name: str, sources: Any) -> Tool:
 
         return Tool(name, "skill", "read", source.get("description") or "", source.get("input_schema") or {},
                     lambda h, c, a: skill_text(h, source["skill"]))
+    if isinstance(source, dict) and source.get("source") in ("event", "platform"):
+        from ..platform.toolset import granted_tool
+
+        return granted_tool(run, name, source)
     rel = f"runs/{run['run_id']}.json"
     raise FwError("corrupt", f"{rel} is corrupt: it grants {name!r}, a tool this version of fw does not know",
                   "this run cannot act; start a new one with `fw run start`", path=rel)

@@ -1,0 +1,132 @@
+"""fw bot: the home's bots (doors to chat platforms), and the local platform's own commands."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated, Any, Optional
+
+import typer
+
+from .common import home_of
+from .output import JsonOpt, emit, table
+
+app = typer.Typer(help="Add, list, show, change and remove bots; try a local bot with `fw bot local`.")
+local_app = typer.Typer(help="A local bot's platform (inside state.db): say something as a user, read what the bot did.")
+app.add_typer(local_app, name="local")
+
+NameArg = Annotated[str, typer.Argument(help="The bot's name.", show_default=False)]
+
+
+def _render_bot(console: Any, doc: dict[str, Any]) -> None:
+    state = "online" if doc["online"] else "offline"
+    console.print(f"Bot {doc['name']} ({doc['adapter']}, {state}): events go to principal {doc['principal']}.")
+    if doc.get("description"):
+        console.print(f"  {doc['description']}")
+    console.print(f"  supported APIs: {', '.join(doc['supported_apis']) or 'none'}")
+    if doc.get("unsupported_apis"):
+        console.print(f"  withheld: {', '.join(doc['unsupported_apis'])}")
+    if doc.get("note"):
+        console.print(f"  note: {doc['note']}")
+
+
+@app.command("add")
+def add(
+    ctx: typer.Context,
+    name: NameArg,
+    adapter: Annotated[str, typer.Option("--adapter", help="local (a platform inside state.db); onebot is not available in this version.", show_default=False)],
+    principal: Annotated[str, typer.Option("--principal", help="The principal (kind agent) whose binding handles its events.", show_default=False)],
+    url: Annotated[Optional[str], typer.Option("--url", help="onebot: the base URL of its HTTP API.")] = None,
+    access_token_stdin: Annotated[bool, typer.Option("--access-token-stdin", help="onebot: read its access token from standard input.")] = False,
+    description: Annotated[Optional[str], typer.Option("--description", help="What it is for.")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Add a bot. A local bot starts online, with every API of the catalogue."""
+    from ..platform.bots import bot_add
+
+    token = sys.stdin.read().strip() if access_token_stdin else None
+    doc = bot_add(home_of(ctx), name, adapter, principal, url=url, description=description, access_token=token)
+    emit(doc, as_json, lambda c: (c.print(f"Added bot {name}."), _render_bot(c, doc)))
+
+
+@app.command("list")
+def list_(ctx: typer.Context, as_json: JsonOpt = False) -> None:
+    """List bots, with their adapter, principal and whether they are online."""
+    from ..platform.bots import bot_list
+
+    doc = bot_list(home_of(ctx))
+    columns = ["name", "adapter", "principal", "online", "description"]
+    rows = [[b["name"], f"CORRUPT: {b['error']['message']}", "", "", ""] if "error" in b else [b.get(k) for k in columns] for b in doc["bots"]]
+    emit(doc, as_json, lambda c: table(c, "bots", columns, rows, "No bots yet. Add one with `fw bot add NAME --adapter local --principal P`."))
+
+
+@app.command("show")
+def show(ctx: typer.Context, name: NameArg, as_json: JsonOpt = False) -> None:
+    """Show a bot: its definition, the APIs its adapter supports (less those withheld) and
+    whether it is online."""
+    from ..platform.bots import bot_show
+
+    doc = bot_show(home_of(ctx), name)
+    emit(doc, as_json, lambda c: _render_bot(c, doc))
+
+
+@app.command("remove")
+def remove(ctx: typer.Context, name: NameArg, as_json: JsonOpt = False) -> None:
+    """Remove a bot. Runs started for it can no longer act through it."""
+    from ..platform.bots import bot_remove
+
+    doc = bot_remove(home_of(ctx), name)
+    emit(doc, as_json, lambda c: c.print(f"Removed bot {name}."))
+
+
+@app.command("set")
+def set_(
+    ctx: typer.Context,
+    name: NameArg,
+    unsupported_api: Annotated[Optional[list[str]], typer.Option("--unsupported-api", metavar="API", help="Withhold this API from its runs (repeat; replaces the list; '' clears it).")] = None,
+    online: Annotated[Optional[bool], typer.Option("--online/--offline", help="Take a local bot online or offline.", show_default=False)] = None,
+    secret_stdin: Annotated[bool, typer.Option("--secret-stdin", help="onebot: read its X-Signature secret from standard input.")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Change a bot. Withheld APIs and going offline apply at once, to started runs too."""
+    from ..platform.bots import bot_set
+
+    secret = sys.stdin.read().strip() if secret_stdin else None
+    doc = bot_set(home_of(ctx), name, unsupported_apis=unsupported_api, online=online, secret=secret)
+    emit(doc, as_json, lambda c: _render_bot(c, doc))
+
+
+@local_app.command("say")
+def say(
+    ctx: typer.Context,
+    bot: Annotated[str, typer.Argument(help="The local bot.", show_default=False)],
+    text: Annotated[str, typer.Argument(help="The message, taken literally.", show_default=False)],
+    from_: Annotated[str, typer.Option("--from", metavar="USER", help="The user who says it (created on first use).", show_default=False)],
+    group: Annotated[Optional[str], typer.Option("--group", metavar="G", help="Say it in this group (created on first use); otherwise to the bot in private.")] = None,
+    no_run: Annotated[bool, typer.Option("--no-run", help="Start the run and stop there, for an external runner.")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Say something to a local bot as a user, and handle the message as `fw event handle` does."""
+    from ..platform.handling import local_say
+    from .event import progress, render_handled
+    from .output import json_wanted
+
+    doc = local_say(home_of(ctx), bot, from_, text, group, run=not no_run, on_event=None if json_wanted(as_json) else progress)
+
+    def human(console: Any) -> None:
+        where = f"in group {group}" if group else "in private"
+        console.print(f"{from_} said message {doc['event']['message']['id']} {where}.")
+        render_handled(console, doc)
+
+    emit(doc, as_json, human)
+
+
+@local_app.command("log")
+def log(ctx: typer.Context, bot: Annotated[str, typer.Argument(help="The local bot.", show_default=False)], as_json: JsonOpt = False) -> None:
+    """List every API call the local bot's platform served, oldest first."""
+    import json
+
+    from ..platform.bots import local_platform
+
+    doc = local_platform(home_of(ctx), bot).log()
+    rows = [[a["time"], a["api"], json.dumps(a["params"], ensure_ascii=False), a.get("error")] for a in doc["actions"]]
+    emit(doc, as_json, lambda c: table(c, f"actions of {bot}", ["time", "api", "params", "error"], rows, f"Bot {bot} has done nothing yet."))

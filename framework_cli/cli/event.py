@@ -1,0 +1,68 @@
+"""fw event: hand a chat-platform event to a bot's principal."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from .common import home_of
+from .output import JsonOpt, emit, read_data_arg
+
+app = typer.Typer(help="Handle chat-platform events: a managed run of the bot's principal, with the event frozen in it.")
+
+BotArg = Annotated[str, typer.Argument(help="The bot the event came to.", show_default=False)]
+NoRunOpt = Annotated[bool, typer.Option("--no-run", help="Start the run and stop there, for an external runner (`fw mcp serve --run RUN`).")]
+
+REASONS = {
+    "event_not_selected": "the agent of the bot's principal does not select this event type (its `events`)",
+    "binding_disabled": "the binding of the bot's principal is disabled (`fw binding enable PRINCIPAL`)",
+}
+
+
+@app.command("handle")
+def handle(
+    ctx: typer.Context,
+    bot: BotArg,
+    event: Annotated[str, typer.Option("--event", metavar="JSON|@FILE|-", help='The event: {"type", "actor": {"id", "name"?}, "group": {"id"}?, "message": {"id", "text"}?, "request_id"?}.', show_default=False)],
+    no_run: NoRunOpt = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Handle an event: if the bot's principal's agent selects its type, start a managed run
+    with the event frozen in it and run the agent on it (the message text, or a description
+    of the event). The answer is not sent: the agent replies by calling event_reply."""
+    from ..platform.handling import handle_event
+    from .output import json_wanted
+
+    raw = read_data_arg(event, "--event")
+    home = home_of(ctx)
+    doc = handle_event(home, bot, raw, run=not no_run, on_event=None if json_wanted(as_json) else progress)
+    emit(doc, as_json, lambda c: render_handled(c, doc))
+
+
+def progress(event: dict[str, Any]) -> None:
+    from .output import write_out
+
+    if event["type"] == "started":
+        run = event["run"]
+        tools = len(run["tools"])
+        write_out(f"Run {run['run_id']} started as {run['identity']}: {tools} tool{'s' if tools != 1 else ''}.", err=True)
+    elif event["type"] == "tool_call":
+        outcome = event["outcome"] + (f" ({event['error']})" if event.get("error") else "")
+        write_out(f"  tool {event['name']}: {outcome}", err=True)
+
+
+def render_handled(console: Any, doc: dict[str, Any]) -> None:
+    if not doc["handled"]:
+        console.print(f"Not handled ({doc['reason']}): {REASONS.get(doc['reason'], doc['reason'])}.")
+        return
+    run = doc["run"]
+    console.print(f"Run {run['run_id']} as {run['identity']} for {run['event']['type']} on bot {run['bot']}.")
+    console.print(f"  tools: {', '.join(run['tools']) or 'none'}")
+    result = doc.get("result")
+    if result is None:
+        console.print(f"  waiting for a runner: `fw mcp serve --run {run['run_id']}` or `fw tool call --run {run['run_id']} ...`")
+        return
+    replied = any(c["name"] == "event_reply" and c["outcome"] == "ok" for c in result["tool_calls"])
+    console.print(f"  {result['status']}, {result['rounds']} round(s), {len(result['tool_calls'])} tool call(s)")
+    console.print(f"  answer (not sent{'; it replied with event_reply' if replied else ''}): {result['answer'] or '(none)'}")

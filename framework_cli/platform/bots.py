@@ -1,0 +1,189 @@
+"""Bots: `bots/<name>.yaml`, each naming its adapter and the principal whose binding handles
+its events. Not a resource kind: a bot is the home's door to a chat platform, configured by
+the operator (`fw bot ...`), never by an agent's tools.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from ..errors import FwError
+from ..home.kinds import check_name
+from ..home.store import Home
+from .catalogue import APIS
+
+BOTS = "bots"
+ADAPTERS_AVAILABLE = ("local",)
+
+
+def _rel(name: str) -> str:
+    return f"{BOTS}/{name}.yaml"
+
+
+def load_bot(home: Home, name: str) -> dict[str, Any]:
+    """A bot's definition; `not_found`, or `corrupt` with the path and field."""
+    from ..home.records import load_record
+
+    check_name(name, "bot name")
+    if not home.exists(_rel(name)):
+        raise FwError("not_found", f"no bot named {name!r}", "see them with `fw bot list`, add one with `fw bot add`")
+    return load_record(home, "bot", name, _rel(name))
+
+
+def find_bot(home: Home, name: str) -> dict[str, Any] | None:
+    """A bot's definition, or None when it was removed."""
+    try:
+        return load_bot(home, name)
+    except FwError as exc:
+        if exc.code == "not_found":
+            return None
+        raise
+
+
+def adapter_of(home: Home, name: str, bot: dict[str, Any]) -> Any:
+    from .adapters import adapter_for
+
+    return adapter_for(home, name, bot)
+
+
+def capabilities(home: Home, name: str, bot: dict[str, Any]) -> dict[str, Any]:
+    """What the bot offers now: its adapter's APIs less those it withholds."""
+    from .adapters import supported_apis
+
+    adapter = adapter_of(home, name, bot)
+    return {"bot": name, "adapter": bot["adapter"], "supported_apis": supported_apis(adapter, bot)}
+
+
+def bot_show(home: Home, name: str) -> dict[str, Any]:
+    """A bot's definition, the APIs it offers its runs and whether it is online."""
+    bot = load_bot(home, name)
+    offered = capabilities(home, name, bot)["supported_apis"]
+    doc = {"name": name, **bot, "supported_apis": offered, "online": adapter_of(home, name, bot).online()}
+    if bot["adapter"] not in ADAPTERS_AVAILABLE:
+        doc["note"] = f"the {bot['adapter']} adapter is not available in this version of fw"
+    return doc
+
+
+def bot_list(home: Home) -> dict[str, Any]:
+    items = []
+    for name in _names(home):
+        try:
+            items.append(bot_show(home, name))
+        except FwError as exc:
+            items.append({"name": name, "error": {"code": exc.code, "message": exc.message, "path": _rel(name)}})
+    return {"bots": items}
+
+
+def _names(home: Home) -> list[str]:
+    try:
+        files = os.listdir(home.path(BOTS))
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    return sorted(f[:-5] for f in files if f.endswith(".yaml") and not f.startswith("."))
+
+
+def _check_principal(home: Home, principal: str) -> None:
+    from ..domain.identities import get_principal
+
+    check_name(principal, "principal name")
+    who = get_principal(home, principal)
+    if who is None:
+        raise FwError("invalid", f"no principal named {principal!r}", f"create it first: `fw principal create {principal} --kind agent`",
+                      field="principal")
+    if who["kind"] != "agent":
+        raise FwError("invalid", f"principal {principal!r} is a {who['kind']}, not an agent identity",
+                      "a bot's events are handled by a principal of kind agent", field="principal")
+
+
+def bot_add(home: Home, name: str, adapter: str, principal: str, *, url: str | None = None,
+            description: str | None = None, access_token: str | None = None) -> dict[str, Any]:
+    from ..home.records import edit_record
+
+    check_name(name, "bot name")
+    if adapter not in ADAPTERS_AVAILABLE:
+        known = adapter == "onebot"
+        raise FwError("invalid", f"the {adapter} adapter is not available in this version of fw" if known else f"unknown adapter {adapter!r}",
+                      "add a local bot (--adapter local) to try events and platform tools without a network", field="adapter")
+    if url is not None or access_token is not None:
+        raise FwError("invalid", "a url and an access token are for onebot bots only", "a local bot needs neither", field="url")
+    _check_principal(home, principal)
+    data: dict[str, Any] = {"adapter": adapter, "principal": principal}
+    if description:
+        data["description"] = description
+    with home.locked():
+        if home.exists(_rel(name)):
+            raise FwError("exists", f"bot {name!r} already exists", f"change it with `fw bot set {name}`, or remove it first")
+        edit_record(home, "bot", _rel(name), data)
+    adapter_of(home, name, data).set_online(True)  # a new bot starts online
+    return {**bot_show(home, name), "created": True}
+
+
+def local_platform(home: Home, name: str) -> Any:
+    """The platform of a local bot (`fw bot local ...`)."""
+    bot = load_bot(home, name)
+    if bot["adapter"] != "local":
+        raise FwError("invalid", f"bot {name!r} uses the {bot['adapter']} adapter, not local", "`fw bot local` works on local bots")
+    return adapter_of(home, name, bot)
+
+
+def bot_remove(home: Home, name: str) -> dict[str, Any]:
+    """Remove the bot's file. Its runs can no longer act through it (`adapter_offline`); a
+    local bot's platform and log stay in state.db, for a bot added again under its name."""
+    with home.locked():
+        load_bot(home, name)
+        home.remove(_rel(name))
+    return {"bot": name, "removed": True}
+
+
+def check_apis(apis: list[str]) -> list[str]:
+    wanted = [api for api in apis if api != ""]  # '' alone clears the list
+    seen: set[str] = set()
+    for api in wanted:
+        if api not in APIS:
+            raise FwError("invalid", f"unknown API {api!r}", f"use one of: {', '.join(APIS)}", field="unsupported_apis")
+        if api in seen:
+            raise FwError("invalid", f"API {api!r} is given twice", "name each API once", field="unsupported_apis")
+        seen.add(api)
+    return wanted
+
+
+def bot_set(home: Home, name: str, *, unsupported_apis: list[str] | None = None, online: bool | None = None,
+            secret: str | None = None) -> dict[str, Any]:
+    """Withhold APIs from the bot's runs (the list replaces the old one), take a local bot
+    online or offline. Both apply at once, to runs already started too."""
+    from ..home.records import edit_record
+
+    wanted = check_apis(unsupported_apis) if unsupported_apis is not None else None
+    with home.locked():
+        bot = load_bot(home, name)
+        if online is not None and bot["adapter"] != "local":
+            raise FwError("invalid", "--online and --offline are for local bots", "a onebot bot is online when its platform answers")
+        if secret is not None and bot["adapter"] != "onebot":
+            raise FwError("invalid", "--secret-stdin is for onebot bots", "a local bot takes no secret")
+        if wanted is not None:
+            edit_record(home, "bot", _rel(name), {"unsupported_apis": wanted or None})
+        if online is not None:
+            adapter_of(home, name, bot).set_online(online)
+    return bot_show(home, name)
+
+
+def check_bots(home: Home) -> list[dict[str, Any]]:
+    """`fw home check`: each bot file parses, and names a principal that exists."""
+    from ..domain.identities import get_principal
+
+    problems = []
+    for name in _names(home):
+        try:
+            bot = load_bot(home, name)
+        except FwError as exc:
+            problems.append({"code": "corrupt", "message": exc.message, "path": _rel(name)})
+            continue
+        try:
+            missing = get_principal(home, bot["principal"]) is None
+        except FwError:
+            missing = False  # a damaged principal file is reported on its own
+        if missing:
+            problems.append({"code": "dangling", "path": _rel(name), "message": f"bot {name!r} names principal {bot['principal']!r}, which does not exist",
+                             "reference": f"principal/{bot['principal']}"})
+    return problems

@@ -1,0 +1,101 @@
+"""Handling an event: decide whether the bot's principal takes it, then start a managed run
+with the event frozen in it and, unless an external runner is to drive it, run the agent loop.
+
+The agent's answer text is never sent by itself: a reply reaches the platform only through
+the `event_reply` tool, checked and audited like any other call.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import FwError
+from ..home.store import Home
+
+NOT_SELECTED = "event_not_selected"
+BINDING_DISABLED = "binding_disabled"
+
+
+def handle_event(
+    home: Home,
+    bot_name: str,
+    raw_event: Any,
+    *,
+    run: bool = True,
+    principal: str | None = None,
+    lease: int | None = None,
+    on_event: Any = None,
+) -> dict[str, Any]:
+    """`{"handled": false, "reason"}`, or `{"handled": true, "run": {...}}` and, when the
+    loop ran, its `result`. `principal`, when given, must be the bot's."""
+    from .bots import adapter_of, load_bot
+    from .events import validate_event
+
+    bot = load_bot(home, bot_name)
+    event = validate_event(raw_event)
+    if principal is not None and principal != bot["principal"]:
+        raise FwError("invalid", f"bot {bot_name!r} hands its events to principal {bot['principal']!r}, not {principal!r}",
+                      f"start it as --principal {bot['principal']}", field="principal")
+    adapter_of(home, bot_name, bot).ingest(event)  # the platform saw it, whoever handles it
+    return handle_ingested(home, bot_name, bot, event, run=run, lease=lease, on_event=on_event)
+
+
+def local_say(home: Home, bot_name: str, user: str, text: str, group: str | None = None, *, run: bool = True,
+              on_event: Any = None) -> dict[str, Any]:
+    """`fw bot local say`: the user's message lands on the local platform, and is handled as
+    the event it makes: `{"event", "handled", ...}`."""
+    from .bots import load_bot, local_platform
+
+    event = local_platform(home, bot_name).say(user, text, group)
+    return {"event": event, **handle_ingested(home, bot_name, load_bot(home, bot_name), event, run=run, on_event=on_event)}
+
+
+def handle_ingested(home: Home, bot_name: str, bot: dict[str, Any], event: dict[str, Any], *, run: bool = True,
+                    lease: int | None = None, on_event: Any = None) -> dict[str, Any]:
+    """Handle an event the bot's platform already holds (`fw bot local say` stored it)."""
+    reason = refusal(home, bot_name, bot["principal"], event["type"])
+    if reason is not None:
+        return {"handled": False, "reason": reason}
+    context = {"bot": bot_name, "event": event}
+    if not run:
+        from ..tools.service import open_run
+
+        record, sources = open_run(home, principal=bot["principal"], lease=lease, context=context)
+        sources.close()
+        return {"handled": True, "run": record}
+    return _run_loop(home, bot["principal"], event, context, on_event)
+
+
+def refusal(home: Home, bot_name: str, principal: str, event_type: str) -> str | None:
+    """Why the principal's binding does not take an event of this type, or None."""
+    from ..domain.identities import get_binding
+    from ..domain.resources import resource_read
+    from .catalogue import selects
+
+    binding = get_binding(home, principal)
+    if binding is None:
+        raise FwError("not_found", f"principal {principal!r}, who handles bot {bot_name!r}'s events, has no binding",
+                      f"bind it: `fw binding set {principal} --agent AGENT`")
+    definition = resource_read(home, "agent", binding["agent"])["data"]
+    if not selects(definition.get("events"), event_type):
+        return NOT_SELECTED
+    if not binding["enabled"]:
+        return BINDING_DISABLED
+    return None
+
+
+def _run_loop(home: Home, principal: str, event: dict[str, Any], context: dict[str, Any], on_event: Any) -> dict[str, Any]:
+    from ..runtime.agent_run import agent_run
+    from .events import describe_event
+
+    started: dict[str, Any] = {}
+
+    def relay(progress: dict[str, Any]) -> None:
+        if progress["type"] == "started":
+            started["run"] = progress["run"]
+        if on_event is not None:
+            on_event(progress)
+
+    result = agent_run(home, describe_event(event), principal=principal, context=context, on_event=relay)
+    outcome = {key: result[key] for key in ("status", "answer", "rounds", "tool_calls")}
+    return {"handled": True, "run": started["run"], "result": outcome}
