@@ -333,7 +333,7 @@ def test_mcp_serve_offers_exactly_the_runs_event_and_platform_tools(home):
         async with Client(params) as client:
             tools = (await client.list_tools()).tools
             assert [t.name for t in tools] == record["tools"]
-            for tool in tools:
+            for tool in (t for t in tools if t.name.startswith(("event_", "platform_"))):
                 source = record["tool_sources"][tool.name]
                 assert tool.input_schema == source["input_schema"] and tool.description == source["description"]
             replied = await client.call_tool("event_reply", {"text": "over mcp"})
