@@ -141,8 +141,8 @@ def test_moving_a_skill_moves_its_whole_folder(home):
 
 def test_write_into_a_missing_category_is_refused(home):
     before = snapshot(home)
-    doc = fwj("resource", "write", "harness", "h1", "--create", "--category", "nope", "--data", '{"type": "t"}', code=4)
-    assert doc["error"]["code"] == "invalid"
+    doc = fwj("resource", "write", "harness", "h1", "--create", "--category", "nope", "--data", '{"type": "t"}', code=3)
+    assert doc["error"]["code"] == "not_found"
     assert "fw category create harness nope" in doc["error"]["hint"]
     assert snapshot(home) == before
 

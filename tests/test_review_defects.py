@@ -57,7 +57,7 @@ def test_a_stored_key_never_prints_even_where_this_command_did_not_load_it(home)
     assert listed.exit_code == 0 and "[redacted]" in listed.stdout
     # a later command's error that quotes what it was given
     shown = fw_proc("run", "show", CANARY, "--json", home=home)
-    assert shown.exit_code == 3 and "[redacted]" in shown.json["error"]["message"]
+    assert shown.exit_code == 4 and "[redacted]" in shown.json["error"]["message"]
 
 
 def test_a_write_that_copies_a_stored_key_into_a_plain_field_is_refused(home):
@@ -134,27 +134,27 @@ def test_home_init_where_no_folder_can_be_made_is_invalid(home, tmp_path, where)
     assert "cannot create a framework home" in r.json["error"]["message"]
 
 
-def test_data_and_args_files_that_are_not_utf8_are_usage_errors(home, tmp_path):
+def test_data_and_args_files_that_are_not_utf8_are_invalid(home, tmp_path):
     make_basics()
     bad = tmp_path / "bad.json"
     bad.write_bytes(b"\xff\xfe{\"description\": 1}")
     before = snapshot(home)
     r = fw("resource", "write", "agent", "a1", "--data", f"@{bad}", "--json")
-    assert r.exit_code == 2 and "not UTF-8" in r.json["error"]["message"], r
+    assert r.exit_code == 4 and "not UTF-8" in r.json["error"]["message"], r
     r = fw("tool", "call", "--manager", "resource_list", "--args", f"@{bad}")
-    assert r.exit_code == 2 and r.json["error"]["code"] == "usage", r
+    assert r.exit_code == 4 and r.json["error"]["code"] == "invalid", r
     assert snapshot(home) == before
 
 
-def test_data_nested_5000_deep_is_a_usage_error(home, tmp_path):
+def test_data_nested_5000_deep_is_invalid(home, tmp_path):
     make_basics()
     deep = tmp_path / "deep.json"
     deep.write_text('{"description": ' + "[" * 5000 + "]" * 5000 + "}")
     before = snapshot(home)
     r = fw("resource", "write", "agent", "a1", "--data", f"@{deep}", "--json")
-    assert r.exit_code == 2 and "nested" in r.json["error"]["message"], r
+    assert r.exit_code == 4 and "nested" in r.json["error"]["message"], r
     r = fw("tool", "call", "--manager", "resource_write", "--args", '{"kind": "agent", "reference": "a1", "create": false, "data": {"x": ' + "[" * 100 + "]" * 100 + "}}")
-    assert r.exit_code == 2 and r.json["error"]["code"] == "usage", r
+    assert r.exit_code == 4 and r.json["error"]["code"] == "invalid", r
     assert snapshot(home) == before
 
 

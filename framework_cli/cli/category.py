@@ -18,19 +18,19 @@ CategoryArg = Annotated[str, typer.Argument(help="The category's name.", show_de
 @app.command("list")
 def list_(ctx: typer.Context, kind: KindArg, as_json: JsonOpt = False) -> None:
     """List a kind's categories, `default` first."""
-    doc = category_list(home_of(ctx), kind.value)
-    emit(doc, as_json, lambda c: table(c, f"{kind.value} categories", ["category"], [[n] for n in doc["categories"]], "none"))
+    doc = category_list(home_of(ctx), kind)
+    emit(doc, as_json, lambda c: table(c, f"{kind} categories", ["category"], [[n] for n in doc["categories"]], "none"))
 
 
 @app.command("create")
 def create(ctx: typer.Context, kind: KindArg, name: CategoryArg, as_json: JsonOpt = False) -> None:
     """Create an empty category."""
-    doc = category_create(home_of(ctx), kind.value, name)
-    emit(doc, as_json, lambda c: c.print(f"Created {kind.value} category {name!r}."))
+    doc = category_create(home_of(ctx), kind, name)
+    emit(doc, as_json, lambda c: c.print(f"Created {kind} category {name!r}."))
 
 
 @app.command("delete")
 def delete(ctx: typer.Context, kind: KindArg, name: CategoryArg, as_json: JsonOpt = False) -> None:
     """Delete an empty category. `default` is never deleted."""
-    doc = category_delete(home_of(ctx), kind.value, name)
-    emit(doc, as_json, lambda c: c.print(f"Deleted {kind.value} category {name!r}."))
+    doc = category_delete(home_of(ctx), kind, name)
+    emit(doc, as_json, lambda c: c.print(f"Deleted {kind} category {name!r}."))

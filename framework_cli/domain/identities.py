@@ -9,6 +9,7 @@ from ..errors import FwError
 from ..home.kinds import check_name, is_reserved
 from ..home.records import edit_record, find_one, load_record
 from ..home.store import Home
+from ..suggest import did_you_mean, hint_with
 
 PRINCIPALS = "principals"
 BINDINGS = "bindings"
@@ -43,6 +44,19 @@ def principal_list(home: Home) -> dict[str, Any]:
     return {"principals": items}
 
 
+def principal_names(home: Home) -> list[str]:
+    try:
+        return sorted(e.name[:-5] for e in os.scandir(home.path(PRINCIPALS)) if e.name.endswith(".yaml") and not e.name.startswith("."))
+    except FileNotFoundError:
+        return []
+
+
+def no_principal(home: Home, name: str, hint: str) -> FwError:
+    """`not_found` for a principal, with the closest existing name when there is one."""
+    suggestion = did_you_mean(name, principal_names(home))
+    return FwError("not_found", f"no principal named {name!r}", hint_with(suggestion, hint), **suggestion)
+
+
 def get_principal(home: Home, name: str) -> dict[str, Any] | None:
 
     rel = f"{PRINCIPALS}/{name}.yaml"
@@ -68,6 +82,23 @@ def principal_create(home: Home, name: str, kind: str) -> dict[str, Any]:
             raise FwError("exists", f"principal {name!r} already exists", "see them with `fw principal list`")
         data = edit_record(home, "principal", f"{PRINCIPALS}/{name}.yaml", {"kind": kind})
     return {"principal": {"name": name, "kind": data["kind"]}, "created": True}
+
+
+def principal_delete(home: Home, name: str) -> dict[str, Any]:
+    """Delete an identity; refused (`in_use`) while a binding makes it run an agent."""
+    check_name(name, "principal name")
+    with home.locked():
+        if not home.exists(f"{PRINCIPALS}/{name}.yaml"):
+            raise no_principal(home, name, "see them with `fw principal list`")
+        if home.exists(f"{BINDINGS}/{name}.yaml"):
+            raise FwError(
+                "in_use",
+                f"principal {name!r} is in use: a binding makes it run an agent",
+                f"remove the binding first: `fw binding remove {name}`",
+                items=[f"binding/{name}"],
+            )
+        home.remove(f"{PRINCIPALS}/{name}.yaml")
+    return {"principal": name, "deleted": True}
 
 
 def _present_binding(home: Home, principal: str, data: dict[str, Any]) -> dict[str, Any]:
@@ -178,7 +209,7 @@ def agent_bind(
     with home.locked():
         who = get_principal(home, principal)
         if who is None:
-            raise FwError("invalid", f"no principal named {principal!r}", f"create it first: `fw principal create {principal} --kind agent`")
+            raise no_principal(home, principal, f"create it first: `fw principal create {principal} --kind agent`")
         if who["kind"] != "agent":
             raise FwError("invalid", f"principal {principal!r} is a {who['kind']}, not an agent identity", "bind an identity of kind agent")
         try:
@@ -186,7 +217,7 @@ def agent_bind(
         except FwError as exc:
             if exc.code != "not_found":
                 raise
-            raise FwError("invalid", f"no agent named {agent!r}", "see them with `fw agent list`") from None
+            raise FwError("invalid", exc.message, exc.hint.replace("fw resource list agent", "fw agent list"), **exc.extra) from None
         patch: dict[str, Any] = {"agent": agent}
         if _binding_record(home, principal) is None:
             patch.update(enabled=True, policy="mentioned")

@@ -13,6 +13,7 @@ from ..errors import FwError
 from ..home import secrets
 from ..home.kinds import DEFAULT_CATEGORY, KINDS, KindSpec, check_name, kind_spec
 from ..home.records import (
+    check_reference,
     find_one,
     fix_hint,
     load_for_edit,
@@ -23,6 +24,7 @@ from ..home.records import (
 )
 from ..home.secrets import REDACTED
 from ..home.store import Home
+from ..suggest import did_you_mean, hint_with, plural
 
 MISSING: Any = object()
 
@@ -124,9 +126,22 @@ def resource_list(home: Home, kind: str, category: str | None = None) -> dict[st
     return {"kind": kind, "items": items}
 
 
+def resource_list_all(home: Home, category: str | None = None) -> dict[str, Any]:
+    """Every kind's listing, in the kinds' order; with `category`, the kinds that have it."""
+    lists = []
+    for kind, spec in KINDS.items():
+        if category is None or category in home.categories(spec):
+            lists.append(resource_list(home, kind, category))
+    if category is not None and not lists:
+        check_name(category, "category")
+        suggestion = did_you_mean(category, {c for spec in KINDS.values() for c in home.categories(spec)})
+        raise FwError("not_found", f"no kind has a category {category!r}", hint_with(suggestion, "see a kind's with `fw category list KIND`"), **suggestion)
+    return {"kinds": lists}
+
+
 def resource_read(home: Home, kind: str, reference: str) -> dict[str, Any]:
     spec = kind_spec(kind)
-    check_name(reference, f"{kind} reference")
+    check_reference(home, spec, reference)
     category, rel = find_one(home, spec, reference)
     text = home.read_text(rel)
     if text is None:
@@ -145,11 +160,14 @@ def shown(home: Home, spec: KindSpec, name: str, category: str, plain: dict[str,
 
 
 def _require_category(home: Home, spec: KindSpec, category: str) -> None:
-    if category not in home.categories(spec):
+    categories = home.categories(spec)
+    if category not in categories:
+        suggestion = did_you_mean(category, categories)
         raise FwError(
-            "invalid",
-            f"{spec.name} category {category!r} does not exist",
-            f"create it with `fw category create {spec.name} {category}`",
+            "not_found",
+            f"no {spec.name} category {category!r}",
+            hint_with(suggestion, f"create it with `fw category create {spec.name} {category}`"),
+            **suggestion,
         )
 
 
@@ -163,12 +181,13 @@ def _check_refs(home: Home, spec: KindSpec, name: str, plain: dict[str, Any]) ->
         if kind not in known:
             known[kind] = names(home, kind)
         if ref not in known[kind]:
+            suggestion = did_you_mean(ref, known[kind])
             raise FwError(
                 "invalid",
                 f"{spec.name} {name!r} names {kind} {ref!r}, which does not exist",
-                f"create it first (`fw resource write {kind} {ref} --create --data ...`) "
-                f"or see what exists with `fw resource list {kind}`",
+                hint_with(suggestion, f"see the {KINDS[kind].folder} there are with `fw resource list {kind}`, or create it first"),
                 field=next(f for f, k, _ in spec.refs if k == kind),
+                **suggestion,
             )
 
 
@@ -198,7 +217,10 @@ def resource_write(
     from ..home.yamlio import join_front_matter, rt_dump, to_commented, to_plain
 
     spec = kind_spec(kind)
-    check_name(reference, f"{kind} reference")
+    if create:
+        check_name(reference, f"{kind} reference")
+    else:
+        check_reference(home, spec, reference)
     if category is not None:
         check_name(category, "category")
     if not isinstance(data, dict):
@@ -280,8 +302,10 @@ def resource_write(
                 home.rename(move_from, move_to)
             if to_plain(doc) != before or new_body != old_body:  # a no-op edit rewrites nothing
                 home.write_text(new_rel, new_text)
+        changed = old_rel != new_rel or to_plain(doc) != before or new_body != old_body or new_secret != stored_secret
 
         result = shown(home, spec, reference, target_category, plain, new_body)
+        result["changed"] = changed
         if kind == "agent":
             from .identities import activation
 
@@ -324,16 +348,25 @@ def category_delete(home: Home, kind: str, category: str) -> dict[str, Any]:
     if category == DEFAULT_CATEGORY:
         raise FwError("protected", f"the {kind} category 'default' cannot be deleted", "every kind keeps its default category")
     with home.locked():
-        if category not in home.categories(spec):
-            raise FwError("not_found", f"no {kind} category {category!r}", f"see them with `fw category list {kind}`")
+        categories = home.categories(spec)
+        if category not in categories:
+            suggestion = did_you_mean(category, categories)
+            raise FwError("not_found", f"no {kind} category {category!r}", hint_with(suggestion, f"see them with `fw category list {kind}`"), **suggestion)
         contents = home.leftovers(f"{spec.folder}/{category}")
         if contents:
             items = [f"{kind}/{n.rsplit('.', 1)[0] if spec.layout != 'skill' else n}" if not n.startswith(".") else n for n in contents]
             raise FwError(
                 "not_empty",
-                f"{kind} category {category!r} is not empty ({len(contents)} entries)",
-                "move or delete what it holds first (`fw resource write KIND REF --category default --data '{}'`)",
+                f"{kind} category {category!r} is not empty ({plural(len(contents), 'entry', 'entries')})",
+                _emptying_hint(kind, items),
                 items=items,
             )
         home.remove_empty_dir(f"{spec.folder}/{category}")
     return {"kind": kind, "category": category, "deleted": True}
+
+
+def _emptying_hint(kind: str, items: list[str]) -> str:
+    first = next((i.split("/", 1)[1] for i in items if i.startswith(f"{kind}/")), None)
+    if first is None:
+        return "remove what it holds by hand first: fw never deletes files it did not write"
+    return f"move or delete what it holds first, e.g. `fw resource write {kind} {first} --category default`"

@@ -76,16 +76,20 @@ def _validate_args(tool: Tool, args: Any) -> None:
         message = {
             "additionalProperties": "unknown parameter",
             "required": "a required parameter is missing",
-            "enum": f"must be one of {error.validator_value}",
+            "enum": f"must be one of: {', '.join(map(str, error.validator_value))}" if error.validator == "enum" else "",
             "pattern": "is not a valid name",
             "type": f"must be of type {error.validator_value}",
         }.get(str(error.validator), f"fails {error.validator}")
         if error.validator == "additionalProperties":
             extra = sorted(set(args) - set(tool.input_schema["properties"])) if isinstance(args, dict) else []
-            message = f"unknown parameter(s): {', '.join(extra)}"
+            message = f"unknown {'parameter' if len(extra) == 1 else 'parameters'}: {', '.join(extra)}"
         elif error.validator == "required":
             message = error.message.replace("'", "")
-        raise FwError("invalid", f"{tool.name}: {where}: {message}", "see the tool's input_schema in `fw tool list`", field=where)
+        from ..suggest import did_you_mean, hint_with
+
+        suggestion = did_you_mean(error.instance, error.validator_value) if error.validator == "enum" else {}
+        hint = hint_with(suggestion, "see the tool's input_schema in `fw tool list`")
+        raise FwError("invalid", f"{tool.name}: {where}: {message}", hint, field=where, **suggestion)
 
 
 def call_tool(home: Home, caller: Caller, name: str, args: Any) -> dict[str, Any]:
