@@ -181,16 +181,18 @@ def test_a_folder_named_like_a_resource_file_is_corrupt_not_a_crash(home):
 
 
 @pytest.mark.parametrize("index", [
-    {"version": 4, "files": []},
-    {"version": 4, "files": {"agents/default/a1.yaml": 7}},
-    {"version": 4, "files": {"agents/default/a1.yaml": [[1, 2, 3], "x"]}},
-    {"version": 4, "files": {"agents/default/a1.yaml": [None, {"name": 1}]}},
+    {"version": 5, "files": []},
+    {"version": 5, "files": {"agents/default/a1.yaml": 7}},
+    {"version": 5, "files": {"agents/default/a1.yaml": [[1, 2, 3], "x"]}},
+    {"version": 5, "files": {"agents/default/a1.yaml": [None, {"name": 1}]}},
     [1, 2, 3],
 ])
 def test_an_index_of_the_wrong_shape_is_only_a_cold_cache(home, index):
     make_basics()
     expected = fwj("resource", "list", "agent")
-    (home / ".index.json").write_text(json.dumps(index))
+    (home / ".index").mkdir(exist_ok=True)
+    for name in ("agents", "models"):
+        (home / f".index/{name}.json").write_text(json.dumps(index))
     assert fwj("resource", "list", "agent") == expected
     assert fwj("resource", "delete", "model", "m1", "--recursive")["plan"] == ["agent/a1", "model/m1"]
 
@@ -200,10 +202,10 @@ def test_an_index_entry_with_a_stale_shape_under_a_matching_stamp_is_not_trusted
     expected = fwj("resource", "list", "agent")
     time.sleep(2.1)  # let the file settle so that it is cached
     fwj("resource", "list", "agent")
-    doc = json.loads((home / ".index.json").read_text())
+    doc = json.loads((home / ".index/agents.json").read_text())
     stamp = doc["files"]["agents/default/a1.yaml"][0]
-    doc["files"]["agents/default/a1.yaml"] = [stamp, {"name": "a1", "category": "default"}]
-    (home / ".index.json").write_text(json.dumps(doc))
+    doc["files"]["agents/default/a1.yaml"] = [stamp, {"summary": {}, "refs": [["model"]]}]
+    (home / ".index/agents.json").write_text(json.dumps(doc))
     assert fwj("resource", "list", "agent") == expected
 
 

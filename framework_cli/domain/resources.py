@@ -7,6 +7,7 @@ tools of the `resource_management` group call these and only render what they re
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterator
 from typing import Any
 
 from ..errors import FwError
@@ -39,44 +40,52 @@ def refs_of(spec: KindSpec, plain: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 def index_entry(spec: KindSpec, category: str, name: str, rel: str, text: str | None) -> dict[str, Any]:
-    """What the index keeps of one file: summary, references, or why it is corrupt.
-    Never a secret value: the index lives outside secrets/."""
-    entry: dict[str, Any] = {"name": name, "category": category, "path": rel}
+    """What the index knows of one file: where it is, and its `summarize`."""
+    return {"name": name, "category": category, "path": rel, **summarize(spec, name, rel, text)}
+
+
+def summarize(spec: KindSpec, name: str, rel: str, text: str | None) -> dict[str, Any]:
+    """What the index keeps of one file: summary, references, or why it is corrupt. Never a
+    secret value: the index lives outside secrets/. Where the file is, the index's key says."""
     try:
         if text is None:
             raise FwError("corrupt", f"{rel}: the file is missing", fix_hint(rel), path=rel)
         data, _ = parse_text(spec, text, rel)
         plain = validate_stored(spec, name, data, rel)
     except FwError as exc:
-        entry["error"] = {"code": "corrupt", "message": exc.message, **exc.extra}
-        return entry
-    entry["summary"] = {k: plain[k] for k in spec.summary if k in plain}
-    entry["refs"] = refs_of(spec, plain)
-    entry["plaintext_secret"] = any(plain.get(f) for f in spec.secret_fields)
-    return entry
+        return {"error": {"code": "corrupt", "message": exc.message, **exc.extra}}
+    return {
+        "summary": {k: plain[k] for k in spec.summary if k in plain},
+        "refs": refs_of(spec, plain),
+        "plaintext_secret": any(plain.get(f) for f in spec.secret_fields),
+    }
 
 
-def _entry_shape(entry: Any) -> bool:
-    """Whether a cached index entry has the shape `index_entry` gives."""
-    if not isinstance(entry, dict) or not isinstance(entry.get("name"), str) or not isinstance(entry.get("category"), str):
+def _summary_shape(entry: Any) -> bool:
+    """Whether a cached index entry has the shape `summarize` gives."""
+    if type(entry) is not dict:
         return False
     if "error" in entry:
         return isinstance(entry["error"], dict) and isinstance(entry["error"].get("message"), str)
+    refs = entry.get("refs")
     return (
-        isinstance(entry.get("summary"), dict)
-        and isinstance(entry.get("refs"), list)
-        and all(isinstance(r, list) and len(r) == 2 and all(isinstance(x, str) for x in r) for r in entry["refs"])
-        and isinstance(entry.get("plaintext_secret"), bool)
+        type(entry.get("summary")) is dict
+        and type(refs) is list
+        and all(type(r) is list and len(r) == 2 and type(r[0]) is str and type(r[1]) is str for r in refs)
+        and type(entry.get("plaintext_secret")) is bool
     )
+
+
+def summaries(home: Home, spec: KindSpec, category: str | None = None) -> Iterator[tuple[str, str, str, dict[str, Any]]]:
+    """(category, name, relative path, `summarize` of the file) of every resource of a kind,
+    read through the home's index. The caller saves the index when done."""
+    for cat, name, rel in home.resource_files(spec, category):
+        yield cat, name, rel, home.cached(rel, lambda text, n=name, r=rel: summarize(spec, n, r, text), _summary_shape)
 
 
 def scan(home: Home, kind: str, category: str | None = None) -> list[dict[str, Any]]:
     """Every resource of a kind as an index entry, read through the home's index."""
-    spec = KINDS[kind]
-    out = []
-    for cat, name, rel in home.resource_files(spec, category):
-        entry = home.cached(rel, lambda text, c=cat, n=name, r=rel: index_entry(spec, c, n, r, text), _entry_shape)
-        out.append(entry)
+    out = [{"name": name, "category": cat, "path": rel, **cached} for cat, name, rel, cached in summaries(home, KINDS[kind], category)]
     home.save_index()
     return out
 
@@ -102,16 +111,16 @@ def present(home: Home, spec: KindSpec, name: str, plain: dict[str, Any]) -> dic
     return shown
 
 
-def _summary_item(home: Home, spec: KindSpec, entry: dict[str, Any]) -> dict[str, Any]:
-    item: dict[str, Any] = {"name": entry["name"], "category": entry["category"]}
+def _summary_item(home: Home, spec: KindSpec, category: str, name: str, entry: dict[str, Any]) -> dict[str, Any]:
     if "error" in entry:
-        item["error"] = entry["error"]
+        return {"name": name, "category": category, "error": entry["error"]}
+    item: dict[str, Any] = {"name": name, "category": category, **entry["summary"]}
+    if not spec.secret_fields:
         return item
-    item.update(entry["summary"])
     if spec.name == "provider":
-        item["api_key_set"] = entry["plaintext_secret"] or secrets.has(home, "provider", entry["name"])
-    if spec.secret_fields and secrets.has(home, spec.name, entry["name"]):
-        damaged = secrets.problem(home, spec.name, entry["name"])
+        item["api_key_set"] = entry["plaintext_secret"] or secrets.has(home, "provider", name)
+    if secrets.has(home, spec.name, name):
+        damaged = secrets.problem(home, spec.name, name)
         if damaged:
             item["error"] = damaged
     return item
@@ -122,7 +131,8 @@ def resource_list(home: Home, kind: str, category: str | None = None) -> dict[st
     spec = kind_spec(kind)
     if category is not None:
         _require_category(home, spec, check_name(category, "category"))
-    items = [_summary_item(home, spec, e) for e in scan(home, kind, category)]
+    items = [_summary_item(home, spec, cat, name, entry) for cat, name, _, entry in summaries(home, spec, category)]
+    home.save_index()
     return {"kind": kind, "items": items}
 
 

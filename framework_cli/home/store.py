@@ -17,11 +17,14 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import FwError
-from .kinds import DEFAULT_CATEGORY, KindSpec
+from .kinds import DEFAULT_CATEGORY, KINDS, KindSpec
+
+INDEXED_FOLDERS = frozenset(spec.folder for spec in KINDS.values())
 
 LOCK_FILE = ".lock"
-INDEX_FILE = ".index.json"
-INDEX_VERSION = 4
+INDEX_DIR = ".index"  # one file a kind's folder (agents.json, ...), so a listing decodes only its kind
+LEGACY_INDEX_FILE = ".index.json"  # the single index of earlier versions, removed when the new one is written
+INDEX_VERSION = 5
 RACY_NS = 2_000_000_000  # files modified this recently are not cached
 SECRETS_DIR = "secrets"
 HOME_MARKER_DIRS = ("providers", "agents")
@@ -50,8 +53,8 @@ class Home:
         self._root = str(self.root)
         self._lock_depth = 0
         self._lock_fd: int | None = None
-        self._index: dict[str, Any] | None = None
-        self._index_dirty = False
+        self._indexes: dict[str, dict[str, Any]] = {}  # index name -> {relative path: [stamp, entry]}
+        self._dirty_indexes: set[str] = set()
 
     # -- opening -------------------------------------------------------------------------
     @classmethod
@@ -230,26 +233,34 @@ class Home:
     def resource_files(self, spec: KindSpec, category: str | None = None) -> Iterator[tuple[str, str, str]]:
         """(category, name, relative path) of every resource file of a kind, by category."""
         for cat in self.categories(spec) if category is None else [category]:
+            folder = f"{spec.folder}/{cat}"
             try:
-                entries = sorted(os.scandir(f"{self._root}/{spec.folder}/{cat}"), key=lambda e: e.name.rsplit(".", 1)[0])
+                with os.scandir(f"{self._root}/{folder}") as found:
+                    entries = [e for e in found if not e.name.startswith(".")]
             except FileNotFoundError:
                 continue
-            for entry in entries:
-                if entry.name.startswith("."):
-                    continue
-                if spec.layout == "skill":
-                    if entry.is_dir():
-                        yield cat, entry.name, f"{spec.folder}/{cat}/{entry.name}/SKILL.md"
-                    continue
-                suffix = ".yaml" if spec.layout == "yaml" else ".md"
-                if entry.name.endswith(suffix):  # a folder named so is listed, and read as corrupt
-                    yield cat, entry.name[: -len(suffix)], f"{spec.folder}/{cat}/{entry.name}"
+            if spec.layout == "skill":
+                for name in sorted(e.name for e in entries if e.is_dir()):
+                    yield cat, name, f"{folder}/{name}/SKILL.md"
+                continue
+            suffix = ".yaml" if spec.layout == "yaml" else ".md"
+            cut = -len(suffix)
+            # a folder named so is listed too, and read as corrupt
+            for name in sorted(e.name[:cut] for e in entries if e.name.endswith(suffix)):
+                yield cat, name, f"{folder}/{name}{suffix}"
 
     # -- the index -----------------------------------------------------------------------
-    def _load_index(self) -> dict[str, Any]:
-        if self._index is None:
-            files: dict[str, Any] = {}
-            raw = self.read_text(INDEX_FILE)
+    @staticmethod
+    def _index_name(rel: str) -> str:
+        folder = rel.split("/", 1)[0]
+        return folder if folder in INDEXED_FOLDERS else "other"
+
+    def _load_index(self, name: str) -> dict[str, Any]:
+        """The cached entries of one index file, read once; a damaged file is only a cold cache."""
+        files = self._indexes.get(name)
+        if files is None:
+            files = {}
+            raw = self.read_text(f"{INDEX_DIR}/{name}.json")
             if raw:
                 try:
                     doc = json.loads(raw)
@@ -257,8 +268,8 @@ class Home:
                         files = doc["files"]
                 except ValueError:
                     pass  # a damaged index is only a cold cache
-            self._index = files
-        return self._index
+            self._indexes[name] = files
+        return files
 
     def cached(
         self,
@@ -269,7 +280,8 @@ class Home:
         """`parse(text)` of a file, reused while the file's stamp (mtime, size, inode) holds
         and the cached entry has the shape `valid` expects (the index is only a cache: a
         damaged one is read past, never trusted)."""
-        index = self._load_index()
+        name = self._index_name(rel)
+        index = self._load_index(name)
         full = f"{self._root}/{rel}"  # plain strings: this runs once per file of a large home
         try:
             st = os.stat(full)
@@ -294,26 +306,34 @@ class Home:
         # cached; the others are read again next time (git's "racy clean" rule).
         if stamp is not None and time.time_ns() - stamp[0] > RACY_NS:
             index[rel] = [stamp, entry]
-            self._index_dirty = True
-        else:
-            index.pop(rel, None)
+            self._dirty_indexes.add(name)
+        elif index.pop(rel, None) is not None:
+            self._dirty_indexes.add(name)
         return entry
 
     def save_index(self) -> None:
-        """Write the index if it changed. A home we may not write is simply not cached."""
-        if not self._index_dirty or self._index is None:
-            return
-        self._index_dirty = False
-        live = {rel: v for rel, v in self._index.items() if os.path.exists(f"{self._root}/{rel}")}
-        text = json.dumps({"version": INDEX_VERSION, "files": live}, separators=(",", ":"))
+        """Write the index files that changed. A home we may not write is simply not cached."""
+        dirty, self._dirty_indexes = self._dirty_indexes, set()
+        for name in sorted(dirty):
+            files = self._indexes[name]
+            live = {rel: v for rel, v in files.items() if os.path.exists(f"{self._root}/{rel}")}
+            self._write_index(name, json.dumps({"version": INDEX_VERSION, "files": live}, separators=(",", ":")))
+        if dirty:
+            try:
+                os.unlink(self.root / LEGACY_INDEX_FILE)
+            except OSError:
+                pass
+
+    def _write_index(self, name: str, text: str) -> None:
         import tempfile
 
         try:
-            target = self.root / INDEX_FILE
-            fd, tmp = tempfile.mkstemp(prefix=".index.", suffix=".tmp", dir=self.root)
+            folder = self.root / INDEX_DIR
+            folder.mkdir(exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=folder)
             with os.fdopen(fd, "w", encoding="utf-8") as handle:
                 handle.write(text)
             os.chmod(tmp, 0o644)
-            os.replace(tmp, target)
+            os.replace(tmp, folder / f"{name}.json")
         except OSError:
             pass
