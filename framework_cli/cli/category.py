@@ -7,12 +7,12 @@ from typing import Annotated
 import typer
 
 from ..domain.resources import category_create, category_delete, category_list
-from .common import KindArg, home_of
+from .common import KindArg, complete_category, home_of
 from .output import JsonOpt, emit, table
 
 app = typer.Typer(help="List, create and delete the categories (sub-folders) of a kind.")
 
-CategoryArg = Annotated[str, typer.Argument(help="The category's name.", show_default=False)]
+CategoryArg = Annotated[str, typer.Argument(help="The category's name.", show_default=False, autocompletion=complete_category)]
 
 
 @app.command("list")

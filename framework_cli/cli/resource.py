@@ -103,7 +103,7 @@ def write(
 ) -> None:
     """Create or update a resource. Without --create the data is a merge patch: only the
     fields given change, `null` removes one. --category places a new resource or moves one."""
-    payload = _payload(kind, data, api_key_stdin, category)
+    payload = _payload(kind, reference, data, api_key_stdin, category)
     try:
         doc = resource_write(home_of(ctx), kind, reference, payload, create=create, category=category)
     except FwError as exc:
@@ -127,7 +127,7 @@ def with_retry_hint(exc: FwError, target: list[str], create: bool, data: Optiona
     return FwError(exc.code, exc.message, f"{verb}: `{shlex.join(words)}`", **exc.extra)
 
 
-def _payload(kind: str, data: Optional[str], api_key_stdin: bool, category: Optional[str]) -> Any:
+def _payload(kind: str, reference: str, data: Optional[str], api_key_stdin: bool, category: Optional[str]) -> Any:
     if data is None and not api_key_stdin and category is None:
         raise FwError("usage", "nothing to write: give --data", "e.g. --data '{\"description\": \"...\"}', --data @file.json or --data -")
     payload = read_data_arg(data, "--data") if data is not None else {}
@@ -141,9 +141,9 @@ def _payload(kind: str, data: Optional[str], api_key_stdin: bool, category: Opti
         try:
             key = sys.stdin.read().strip()
         except UnicodeDecodeError:
-            raise FwError("invalid", "the key on standard input is not UTF-8 text", "pipe the key itself: `printf %s \"$KEY\" | fw resource write provider NAME --api-key-stdin`") from None
+            raise FwError("invalid", "the key on standard input is not UTF-8 text", f"pipe the key itself: `printf %s \"$KEY\" | fw resource write provider {reference} --api-key-stdin`") from None
         if not key:
-            raise FwError("invalid", "no key on standard input", "pipe the key in: `printf %s \"$KEY\" | fw resource write provider NAME --api-key-stdin`")
+            raise FwError("invalid", "no key on standard input", f"pipe the key in: `printf %s \"$KEY\" | fw resource write provider {reference} --api-key-stdin`")
         if isinstance(payload, dict):
             payload["api_key"] = key
     return payload

@@ -11,7 +11,7 @@ from ..errors import FwError
 from ..suggest import plural
 from ..tools.service import start_run
 from .common import complete_agent, complete_principal, home_of
-from .output import JsonOpt, emit, table
+from .output import JsonOpt, emit, json_wanted, table, write_out
 
 app = typer.Typer(help="Start, show, list and end runs of agents.")
 
@@ -32,10 +32,14 @@ def start(
     principal: Annotated[Optional[str], typer.Option("--principal", help="A managed run as this principal (its binding must be enabled).", autocompletion=complete_principal)] = None,
     agent: Annotated[Optional[str], typer.Option("--agent", help="An explicit run of this agent, as runtime:AGENT.", autocompletion=complete_agent)] = None,
     lease: Annotated[Optional[int], typer.Option("--lease", metavar="SECONDS", help="How long the run may act (default 3600).")] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only the run's id, for scripts: RUN=$(fw run start ... -q).")] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Start a run: the agent's definition and tools are frozen for the run's whole life."""
     doc = start_run(home_of(ctx), principal=principal, agent=agent, lease=lease)
+    if quiet and not json_wanted(as_json):
+        write_out(doc["run_id"])
+        return
     emit(doc, as_json, lambda c: _render(c, doc))
 
 

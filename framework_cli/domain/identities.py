@@ -181,6 +181,19 @@ def activation(home: Home, agent: str) -> dict[str, Any]:
     return {"configured": True, "enabled": enabled, "bindings": bindings, "next_steps": steps}
 
 
+def binding_command(home: Home, principal: str) -> str:
+    """`fw binding set P --agent A`, with the agent named when the home says which: one of
+    P's name, or the only agent there is."""
+    from ..home.kinds import KINDS
+    from ..home.records import resource_names
+
+    agents = resource_names(home, KINDS["agent"])
+    agent = principal if principal in agents else next(iter(agents)) if len(agents) == 1 else None
+    if agent is None:
+        return f"`fw binding set {principal} --agent AGENT`, AGENT one of `fw agent list`"
+    return f"`fw binding set {principal} --agent {agent}`"
+
+
 def _binding_next_step(principal: str, enabled: bool) -> dict[str, Any]:
     if enabled:
         return {"command": f"fw run start --principal {principal}", "why": "the binding is enabled: start a managed run"}
@@ -235,7 +248,7 @@ def agent_set_enabled(home: Home, principal: str, enabled: bool) -> dict[str, An
         raise FwError("invalid", "enabled must be true or false")
     with home.locked():
         if _binding_record(home, principal) is None:
-            raise FwError("not_found", f"principal {principal!r} has no binding", f"bind it first: `fw binding set {principal} --agent AGENT`")
+            raise FwError("not_found", f"principal {principal!r} has no binding", f"bind it first: {binding_command(home, principal)}")
         record = edit_record(home, "binding", f"{BINDINGS}/{principal}.yaml", {"enabled": enabled})
     return {"binding": _present_binding(home, principal, record), "enabled": enabled}
 

@@ -101,7 +101,9 @@ def run_start(
             _require_agent_identity(home, principal)
             binding = get_binding(home, principal)
             if binding is None:
-                raise FwError("not_found", f"principal {principal!r} has no binding", f"bind it: `fw binding set {principal} --agent AGENT`")
+                from .identities import binding_command
+
+                raise FwError("not_found", f"principal {principal!r} has no binding", f"bind it: {binding_command(home, principal)}")
             if not binding["enabled"]:
                 raise FwError("denied", f"the binding of {principal!r} is disabled", f"enable it: `fw binding enable {principal}`")
             mode, identity, agent = "managed", principal, binding["agent"]
