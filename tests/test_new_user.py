@@ -338,3 +338,17 @@ def test_json_output_is_one_document_with_a_record_a_line(sample):
     lines = result.stdout.splitlines()
     assert json.loads(result.stdout)["kind"] == "agent"
     assert [json.loads(line.strip().rstrip(","))["name"] for line in lines[3:-2]] == ["helper", "ops", "researcher"]
+
+
+def test_an_index_whose_checksum_fails_is_checked_entry_by_entry(home):
+    make_basics()
+    for path in home.rglob("*.yaml"):
+        os.utime(path, (1_700_000_000, 1_700_000_000))
+    expected = fwj("resource", "list", "agent")
+    index = home / ".index/agents.json"
+    digest, body = index.read_text().split("\n", 1)
+    entry = json.dumps(json.loads(body)["files"]["agents/default/a1.yaml"][1], separators=(",", ":"))
+    damaged = body.replace(entry, '{"summary":{},"refs":7}')
+    assert damaged != body
+    index.write_text(digest + "\n" + damaged)  # the checksum no longer fits
+    assert fwj("resource", "list", "agent") == expected

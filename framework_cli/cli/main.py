@@ -103,7 +103,8 @@ def _usage_error(exc: Any, args: list[str], as_json: bool) -> int:
     elif isinstance(exc, NoSuchOption) and exc.option_name in ROOT_OPTIONS:
         error = misplaced_root_option(exc.option_name, args)
     elif isinstance(exc, BadParameter) and not isinstance(exc, MissingParameter):
-        error = FwError("invalid", exc.format_message(), f"see `{command} --help`")
+        message = exc.format_message().replace("is not a valid int.", "is not a whole number.")
+        error = FwError("invalid", message, f"see `{command} --help`")
     else:
         error = FwError("usage", exc.format_message().replace("Value error, ", ""), f"see `{command} --help`")
     emit_error(error, as_json)

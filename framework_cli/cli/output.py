@@ -109,9 +109,12 @@ def _flat(value: Any) -> bool:
 
 def _one_line(value: Any) -> bool:
     """A record (a mapping of flat values) or a flat list: printed on one line."""
-    if type(value) is dict:
-        return all(type(v) in _SCALARS or _flat(v) for v in value.values())
-    return _flat(value)
+    if type(value) is not dict:
+        return _flat(value)
+    for item in value.values():  # a loop, not all(): this runs once per item of a listing
+        if type(item) not in _SCALARS and not _flat(item):
+            return False
+    return True
 
 
 def json_text(value: Any, depth: int = 0) -> str:

@@ -8,6 +8,7 @@ never resources.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import time
@@ -55,6 +56,8 @@ class Home:
         self._lock_fd: int | None = None
         self._indexes: dict[str, dict[str, Any]] = {}  # index name -> {relative path: [stamp, entry]}
         self._dirty_indexes: set[str] = set()
+        self._trusted_indexes: set[str] = set()  # read as fw wrote them: no entry needs checking
+        self._checked: set[str] = set()  # entries of other indexes checked (or made) by this process
 
     # -- opening -------------------------------------------------------------------------
     @classmethod
@@ -252,22 +255,30 @@ class Home:
     # -- the index -----------------------------------------------------------------------
     @staticmethod
     def _index_name(rel: str) -> str:
-        folder = rel.split("/", 1)[0]
+        folder = rel[: rel.find("/")]
         return folder if folder in INDEXED_FOLDERS else "other"
 
     def _load_index(self, name: str) -> dict[str, Any]:
-        """The cached entries of one index file, read once; a damaged file is only a cold cache."""
+        """The cached entries of one index file, read once; a damaged file is only a cold cache.
+        A file whose first line is the sha256 of the rest is as fw wrote it: its entries are
+        trusted whole; any other is read entry by entry, each checked before use."""
         files = self._indexes.get(name)
         if files is None:
             files = {}
-            raw = self.read_text(f"{INDEX_DIR}/{name}.json")
-            if raw:
-                try:
-                    doc = json.loads(raw)
-                    if isinstance(doc, dict) and doc.get("version") == INDEX_VERSION and isinstance(doc.get("files"), dict):
-                        files = doc["files"]
-                except ValueError:
-                    pass  # a damaged index is only a cold cache
+            raw = self.read_text(f"{INDEX_DIR}/{name}.json") or ""
+            digest, _, body = raw.partition("\n")
+            if body and hashlib.sha256(body.encode("utf-8")).hexdigest() == digest:
+                self._trusted_indexes.add(name)
+            else:
+                body = raw
+            try:
+                doc = json.loads(body) if body else None
+                if isinstance(doc, dict) and doc.get("version") == INDEX_VERSION and isinstance(doc.get("files"), dict):
+                    files = doc["files"]
+            except ValueError:
+                self._trusted_indexes.discard(name)  # a damaged index is only a cold cache
+            if files and name not in self._trusted_indexes:
+                self._dirty_indexes.add(name)  # written again with its checksum, keeping only entries checked
             self._indexes[name] = files
         return files
 
@@ -289,8 +300,12 @@ class Home:
         except OSError:
             stamp = None
         hit = index.get(rel)
-        if stamp is not None and isinstance(hit, list) and len(hit) == 2 and hit[0] == stamp and valid(hit[1]):
-            return hit[1]
+        if stamp is not None and type(hit) is list and len(hit) == 2 and hit[0] == stamp:
+            if name in self._trusted_indexes:
+                return hit[1]
+            if valid(hit[1]):
+                self._checked.add(rel)
+                return hit[1]
         try:
             with open(full, encoding="utf-8") as handle:
                 st = os.fstat(handle.fileno())  # the stamp of exactly what we read
@@ -306,6 +321,7 @@ class Home:
         # cached; the others are read again next time (git's "racy clean" rule).
         if stamp is not None and time.time_ns() - stamp[0] > RACY_NS:
             index[rel] = [stamp, entry]
+            self._checked.add(rel)
             self._dirty_indexes.add(name)
         elif index.pop(rel, None) is not None:
             self._dirty_indexes.add(name)
@@ -316,8 +332,12 @@ class Home:
         dirty, self._dirty_indexes = self._dirty_indexes, set()
         for name in sorted(dirty):
             files = self._indexes[name]
-            live = {rel: v for rel, v in files.items() if os.path.exists(f"{self._root}/{rel}")}
-            self._write_index(name, json.dumps({"version": INDEX_VERSION, "files": live}, separators=(",", ":")))
+            trusted = name in self._trusted_indexes
+            live = {rel: v for rel, v in files.items() if (trusted or rel in self._checked) and os.path.exists(f"{self._root}/{rel}")}
+            body = json.dumps({"version": INDEX_VERSION, "files": live}, separators=(",", ":"))
+            self._write_index(name, hashlib.sha256(body.encode("utf-8")).hexdigest() + "\n" + body)
+            self._indexes[name] = live
+            self._trusted_indexes.add(name)
         if dirty:
             try:
                 os.unlink(self.root / LEGACY_INDEX_FILE)
