@@ -39,7 +39,7 @@ def test_h_is_help(home, args):
 
 def test_completion_offers_kinds_names_categories_principals_and_groups(sample):
     fw_proc("resource", "list", "agent", home=sample)
-    assert complete(sample, "fw resource list mo") == ["model", "mcp"][:1]
+    assert complete(sample, "fw resource list m") == ["mcp", "model"]
     assert complete(sample, "fw resource read agent ") == ["helper", "ops", "researcher"]
     assert complete(sample, "fw resource delete model gpt-4o-") == ["gpt-4o-mini"]
     assert complete(sample, "fw agent show r") == ["researcher"]

@@ -103,7 +103,7 @@ def render_edited(console: Any, doc: dict[str, Any]) -> None:
     if doc.get("changed", True):
         render_written(console, doc, "Saved")
     else:
-        console.print(f"Unchanged: agent {doc['name']} (category {doc['category']}) already was as asked.")
+        console.print(f"Unchanged: agent {doc['name']} (category {doc['category']}) was already as asked.")
     console.print(f"Built-in tool groups: {', '.join(doc['data'].get('builtin_tools') or []) or 'none'}.")
 
 

@@ -76,7 +76,7 @@ def _validate_args(tool: Tool, args: Any) -> None:
         message = {
             "additionalProperties": "unknown parameter",
             "required": "a required parameter is missing",
-            "enum": f"must be one of: {', '.join(map(str, error.validator_value))}" if error.validator == "enum" else "",
+            "enum": f"must be one of {error.validator_value}",
             "pattern": "is not a valid name",
             "type": f"must be of type {error.validator_value}",
         }.get(str(error.validator), f"fails {error.validator}")
@@ -85,6 +85,8 @@ def _validate_args(tool: Tool, args: Any) -> None:
             message = f"unknown {'parameter' if len(extra) == 1 else 'parameters'}: {', '.join(extra)}"
         elif error.validator == "required":
             message = error.message.replace("'", "")
+        elif error.validator == "enum":
+            message = f"must be one of: {', '.join(map(str, error.validator_value))}"
         from ..suggest import did_you_mean, hint_with
 
         suggestion = did_you_mean(error.instance, error.validator_value) if error.validator == "enum" else {}
