@@ -79,6 +79,8 @@ def test_names_one_or_two_edits_away_are_suggested_and_far_ones_not(sample):
     assert fwj("agent", "show", "reseacher", code=3)["error"]["did_you_mean"] == "researcher"
     assert fwj("run", "start", "--principal", "opz", code=3)["error"]["did_you_mean"] == "ops"
     assert fwj("category", "delete", "prompt", "writng", code=3)["error"]["did_you_mean"] == "writing"
+    assert fwj("binding", "disable", "opps", code=3)["error"]["did_you_mean"] == "ops"
+    assert fwj("principal", "delete", "alise", code=3)["error"]["did_you_mean"] == "alice"
     assert fwj("resource", "write", "agent", "x", "--create", "--data", '{"model": "gpt-4"}', code=4)["error"]["did_you_mean"] == "gpt-4o"
     assert fwj("tool", "call", "--manager", "resource_list", "--args", '{"kind": "agents"}', code=4)["error"]["did_you_mean"] == "agent"
     far = fwj("resource", "read", "agent", "zzzzzz", code=3)["error"]

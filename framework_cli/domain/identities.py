@@ -44,11 +44,18 @@ def principal_list(home: Home) -> dict[str, Any]:
     return {"principals": items}
 
 
-def principal_names(home: Home) -> list[str]:
+def principal_names(home: Home, folder: str = PRINCIPALS) -> list[str]:
+    """The names of the principals (or, with folder BINDINGS, of the bound ones), unread."""
     try:
-        return sorted(e.name[:-5] for e in os.scandir(home.path(PRINCIPALS)) if e.name.endswith(".yaml") and not e.name.startswith("."))
+        return sorted(e.name[:-5] for e in os.scandir(home.path(folder)) if e.name.endswith(".yaml") and not e.name.startswith("."))
     except FileNotFoundError:
         return []
+
+
+def no_binding(home: Home, principal: str, hint: str) -> FwError:
+    """`not_found` for a binding, with the closest bound principal when there is one."""
+    suggestion = did_you_mean(principal, principal_names(home, BINDINGS))
+    return FwError("not_found", f"principal {principal!r} has no binding", hint_with(suggestion, hint), **suggestion)
 
 
 def no_principal(home: Home, name: str, hint: str) -> FwError:
@@ -248,7 +255,7 @@ def agent_set_enabled(home: Home, principal: str, enabled: bool) -> dict[str, An
         raise FwError("invalid", "enabled must be true or false")
     with home.locked():
         if _binding_record(home, principal) is None:
-            raise FwError("not_found", f"principal {principal!r} has no binding", f"bind it first: {binding_command(home, principal)}")
+            raise no_binding(home, principal, f"bind it first: {binding_command(home, principal)}")
         record = edit_record(home, "binding", f"{BINDINGS}/{principal}.yaml", {"enabled": enabled})
     return {"binding": _present_binding(home, principal, record), "enabled": enabled}
 
@@ -257,6 +264,6 @@ def agent_unbind(home: Home, principal: str) -> dict[str, Any]:
     check_name(principal, "principal name")
     with home.locked():
         if not home.exists(f"{BINDINGS}/{principal}.yaml"):
-            raise FwError("not_found", f"principal {principal!r} has no binding", "see them with `fw binding list`")
+            raise no_binding(home, principal, "see them with `fw binding list`")
         home.remove(f"{BINDINGS}/{principal}.yaml")
     return {"principal": principal, "unbound": True}
