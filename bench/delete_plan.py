@@ -71,7 +71,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         big = Path(tmp) / "big"
         sample = Path(tmp) / "sample"
-        shutil.copytree(REPO / "sample_home", sample, ignore=shutil.ignore_patterns(".index.json", ".lock"))
+        shutil.copytree(REPO / "sample_home", sample, ignore=shutil.ignore_patterns(".index*", ".lock"))
         start = time.perf_counter()
         dependents = build_home(big, args.agents)
         built = time.perf_counter() - start

@@ -40,7 +40,7 @@ def main() -> None:
     env.pop("FW_JSON", None)
     with tempfile.TemporaryDirectory() as tmp:
         home = Path(tmp) / "sample_home"
-        shutil.copytree(REPO / "sample_home", home, ignore=shutil.ignore_patterns(".index.json", ".lock"))
+        shutil.copytree(REPO / "sample_home", home, ignore=shutil.ignore_patterns(".index*", ".lock"))
         fw_cmd = [fw, "--home", str(home), "resource", "list", "agent", "--json"]
         base_cmd = [sys.executable, "-c", "import typer"]
         cold = timed(fw_cmd, 1, env)[0]  # the first run builds the index

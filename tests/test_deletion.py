@@ -207,7 +207,7 @@ def test_bad_input_to_delete(graph):
     assert fwj("resource", "delete", "model", "../m1", code=4)["error"]["code"] == "invalid"
     assert fwj("resource", "delete", "model", "ghost", code=3)["error"]["code"] == "not_found"
     result = fw("resource", "delete", "gizmo", "m1", "--json")
-    assert result.exit_code == 2 and result.json["error"]["code"] == "usage"
+    assert result.exit_code == 4 and result.json["error"]["code"] == "invalid"
     assert snapshot(graph) == before
 
 

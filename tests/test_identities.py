@@ -41,12 +41,12 @@ def test_binding_refusals_change_nothing(home):
     fwj("principal", "create", "alice", "--kind", "user")
     fwj("principal", "create", "bot", "--kind", "agent")
     before = snapshot(home)
-    assert fwj("binding", "set", "ghost", "--agent", "a1", code=4)["error"]["code"] == "invalid"
+    assert fwj("binding", "set", "ghost", "--agent", "a1", code=3)["error"]["code"] == "not_found"
     assert fwj("binding", "set", "bot", "--agent", "ghost", code=4)["error"]["code"] == "invalid"
     assert fwj("binding", "set", "alice", "--agent", "a1", code=4)["error"]["code"] == "invalid"
     assert fwj("binding", "set", "bot", "--agent", "a1", "--policy", "sometimes", code=4)["error"]["code"] == "invalid"
     result = fw("binding", "set", "bot", "--agent", "a1", "--max-rounds", "0", "--json")
-    assert result.exit_code == 2 and result.json["error"]["code"] == "usage" and "--max-rounds" in result.json["error"]["message"]
+    assert result.exit_code == 4 and result.json["error"]["code"] == "invalid" and "max_rounds" in result.json["error"]["message"]
     assert fwj("binding", "enable", "bot", code=3)["error"]["code"] == "not_found"
     assert fwj("binding", "remove", "bot", code=3)["error"]["code"] == "not_found"
     assert snapshot(home) == before

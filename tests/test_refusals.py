@@ -14,21 +14,21 @@ REFUSALS = [
     (["resource", "write", "agent", "ops", "--data", '{"unknown": 1}'], 4),
     (["resource", "write", "agent", "ops", "--data", '[1, 2]'], 4),
     (["resource", "write", "agent", "ops", "--data", '"text"'], 4),
-    (["resource", "write", "agent", "ops", "--data", "{not json"], 2),
-    (["resource", "write", "agent", "ops", "--data", "@/nonexistent/file.json"], 2),
+    (["resource", "write", "agent", "ops", "--data", "{not json"], 4),
+    (["resource", "write", "agent", "ops", "--data", "@/nonexistent/file.json"], 3),
     (["resource", "write", "agent", "ops"], 2),
-    (["resource", "write", "agent", "ops", "--category", "nowhere", "--data", "{}"], 4),
+    (["resource", "write", "agent", "ops", "--category", "nowhere", "--data", "{}"], 3),
     (["resource", "write", "model", "gpt-4o", "--data", '{"capabilities": {"tool_call": "maybe"}}'], 4),
     (["resource", "write", "provider", "openai", "--data", '{"base_url": "ftp://x"}'], 4),
     (["resource", "write", "provider", "openai", "--data", json.dumps({"api_key": CANARY})], 4),
     (["resource", "write", "prompt", "operator", "--data", '{"body": 5}'], 4),
     (["resource", "write", "skill", "summarize", "--data", '{"name": "other"}'], 4),
     (["resource", "write", "mcp", "filesystem", "--data", '{"transport": "http"}'], 4),
-    (["resource", "write", "thing", "x", "--data", "{}"], 2),
+    (["resource", "write", "thing", "x", "--data", "{}"], 4),
     (["resource", "write", "agent", "../etc", "--create", "--data", "{}"], 4),
     (["resource", "read", "agent", "ghost"], 3),
     (["resource", "read", "agent", "Ops"], 4),
-    (["resource", "list", "agent", "--category", "ghost"], 4),
+    (["resource", "list", "agent", "--category", "ghost"], 3),
     (["agent", "edit", "ops", "--add-builtin-tool", "bogus"], 4),
     (["agent", "edit", "ops", "--builtin-tool", "task_collaboration", "--builtin-tool", "task_collaboration"], 4),
     (["agent", "edit", "ghost", "--add-builtin-tool", "task_collaboration"], 3),
@@ -40,7 +40,8 @@ REFUSALS = [
     (["category", "delete", "agent", "ghost"], 3),
     (["category", "create", "agent", "research"], 6),
     (["category", "create", "agent", "Bad"], 4),
-    (["resource", "list"], 2),
+    (["resource", "list", "--category", "ghost"], 3),
+    (["resource", "read"], 2),
     (["no-such-command"], 2),
     (["resource", "write", "agent", "ops", "--data", "{}", "--bogus-flag"], 2),
 ]
@@ -148,18 +149,18 @@ def test_an_unexpected_failure_inside_a_tool_is_internal_and_audited(home, monke
 
 
 def test_the_installed_fw_never_prints_a_traceback(home):
-    for args in (["resource", "write", "agent", "x", "--data", "{"], ["--home"], ["agent", "show"]):
+    for args, code in ((["resource", "write", "agent", "x", "--data", "{"], "invalid"), (["--home"], "usage"), (["agent", "show"], "usage")):
         for extra in ([], ["--json"]):
             result = fw_proc(*args, *extra, home=home)
-            assert result.exit_code == 2, result
+            assert result.exit_code == {"usage": 2, "invalid": 4}[code], result
             assert "Traceback" not in result.output
             if extra:
-                assert json.loads(result.stdout)["error"]["code"] == "usage"
+                assert json.loads(result.stdout)["error"]["code"] == code
             else:
                 assert result.stdout == "" and result.stderr.startswith("Error:") and "Hint:" in result.stderr
 
 
-def test_an_unreadable_data_file_is_a_usage_error(home, tmp_path):
+def test_a_missing_data_file_is_not_found_and_an_unreadable_one_invalid(home, tmp_path):
     data = tmp_path / "data.json"
     data.write_text('{"type": "local"}')
     assert fw("resource", "write", "harness", "h1", "--create", "--data", f"@{data}").exit_code == 0
@@ -169,10 +170,10 @@ def test_an_unreadable_data_file_is_a_usage_error(home, tmp_path):
     assert listed == {"h1": "local", "h2": "x"}
     before = snapshot(home)
     result = fw("resource", "write", "harness", "h3", "--create", "--data", f"@{tmp_path / 'missing.json'}", "--json")
-    assert result.exit_code == 2 and result.json["error"]["code"] == "usage"
+    assert result.exit_code == 3 and result.json["error"]["code"] == "not_found"
     assert "missing.json" in result.json["error"]["message"]
     result = fw("resource", "write", "harness", "h3", "--create", "--data", f"@{tmp_path}", "--json")  # a folder
-    assert result.exit_code == 2 and result.json["error"]["code"] == "usage"
+    assert result.exit_code == 4 and result.json["error"]["code"] == "invalid"
     assert snapshot(home) == before
 
 

@@ -141,8 +141,8 @@ def test_moving_a_skill_moves_its_whole_folder(home):
 
 def test_write_into_a_missing_category_is_refused(home):
     before = snapshot(home)
-    doc = fwj("resource", "write", "harness", "h1", "--create", "--category", "nope", "--data", '{"type": "t"}', code=4)
-    assert doc["error"]["code"] == "invalid"
+    doc = fwj("resource", "write", "harness", "h1", "--create", "--category", "nope", "--data", '{"type": "t"}', code=3)
+    assert doc["error"]["code"] == "not_found"
     assert "fw category create harness nope" in doc["error"]["hint"]
     assert snapshot(home) == before
 
@@ -241,7 +241,7 @@ def test_list_of_a_large_home_uses_the_index_and_sees_changes(home):
         os.utime(path, (1_700_000_000, 1_700_000_000))  # settled: old enough to be cached
     first = fwj("resource", "list", "harness")["items"]
     assert len(first) == 30
-    index = json.loads((home / ".index.json").read_text())["files"]
+    index = json.loads((home / ".index/harnesses.json").read_text().partition("\n")[2])["files"]
     assert "harnesses/default/h05.yaml" in index
     (home / "harnesses/default/h05.yaml").write_text("type: changed-by-hand\n")
     (home / "harnesses/default/h06.yaml").unlink()

@@ -57,7 +57,7 @@ def test_a_stored_key_never_prints_even_where_this_command_did_not_load_it(home)
     assert listed.exit_code == 0 and "[redacted]" in listed.stdout
     # a later command's error that quotes what it was given
     shown = fw_proc("run", "show", CANARY, "--json", home=home)
-    assert shown.exit_code == 3 and "[redacted]" in shown.json["error"]["message"]
+    assert shown.exit_code == 4 and "[redacted]" in shown.json["error"]["message"]
 
 
 def test_a_write_that_copies_a_stored_key_into_a_plain_field_is_refused(home):
@@ -134,27 +134,27 @@ def test_home_init_where_no_folder_can_be_made_is_invalid(home, tmp_path, where)
     assert "cannot create a framework home" in r.json["error"]["message"]
 
 
-def test_data_and_args_files_that_are_not_utf8_are_usage_errors(home, tmp_path):
+def test_data_and_args_files_that_are_not_utf8_are_invalid(home, tmp_path):
     make_basics()
     bad = tmp_path / "bad.json"
     bad.write_bytes(b"\xff\xfe{\"description\": 1}")
     before = snapshot(home)
     r = fw("resource", "write", "agent", "a1", "--data", f"@{bad}", "--json")
-    assert r.exit_code == 2 and "not UTF-8" in r.json["error"]["message"], r
+    assert r.exit_code == 4 and "not UTF-8" in r.json["error"]["message"], r
     r = fw("tool", "call", "--manager", "resource_list", "--args", f"@{bad}")
-    assert r.exit_code == 2 and r.json["error"]["code"] == "usage", r
+    assert r.exit_code == 4 and r.json["error"]["code"] == "invalid", r
     assert snapshot(home) == before
 
 
-def test_data_nested_5000_deep_is_a_usage_error(home, tmp_path):
+def test_data_nested_5000_deep_is_invalid(home, tmp_path):
     make_basics()
     deep = tmp_path / "deep.json"
     deep.write_text('{"description": ' + "[" * 5000 + "]" * 5000 + "}")
     before = snapshot(home)
     r = fw("resource", "write", "agent", "a1", "--data", f"@{deep}", "--json")
-    assert r.exit_code == 2 and "nested" in r.json["error"]["message"], r
+    assert r.exit_code == 4 and "nested" in r.json["error"]["message"], r
     r = fw("tool", "call", "--manager", "resource_write", "--args", '{"kind": "agent", "reference": "a1", "create": false, "data": {"x": ' + "[" * 100 + "]" * 100 + "}}")
-    assert r.exit_code == 2 and r.json["error"]["code"] == "usage", r
+    assert r.exit_code == 4 and r.json["error"]["code"] == "invalid", r
     assert snapshot(home) == before
 
 
@@ -181,16 +181,18 @@ def test_a_folder_named_like_a_resource_file_is_corrupt_not_a_crash(home):
 
 
 @pytest.mark.parametrize("index", [
-    {"version": 4, "files": []},
-    {"version": 4, "files": {"agents/default/a1.yaml": 7}},
-    {"version": 4, "files": {"agents/default/a1.yaml": [[1, 2, 3], "x"]}},
-    {"version": 4, "files": {"agents/default/a1.yaml": [None, {"name": 1}]}},
+    {"version": 5, "files": []},
+    {"version": 5, "files": {"agents/default/a1.yaml": 7}},
+    {"version": 5, "files": {"agents/default/a1.yaml": [[1, 2, 3], "x"]}},
+    {"version": 5, "files": {"agents/default/a1.yaml": [None, {"name": 1}]}},
     [1, 2, 3],
 ])
 def test_an_index_of_the_wrong_shape_is_only_a_cold_cache(home, index):
     make_basics()
     expected = fwj("resource", "list", "agent")
-    (home / ".index.json").write_text(json.dumps(index))
+    (home / ".index").mkdir(exist_ok=True)
+    for name in ("agents", "models"):
+        (home / f".index/{name}.json").write_text(json.dumps(index))
     assert fwj("resource", "list", "agent") == expected
     assert fwj("resource", "delete", "model", "m1", "--recursive")["plan"] == ["agent/a1", "model/m1"]
 
@@ -200,10 +202,10 @@ def test_an_index_entry_with_a_stale_shape_under_a_matching_stamp_is_not_trusted
     expected = fwj("resource", "list", "agent")
     time.sleep(2.1)  # let the file settle so that it is cached
     fwj("resource", "list", "agent")
-    doc = json.loads((home / ".index.json").read_text())
+    doc = json.loads((home / ".index/agents.json").read_text().partition("\n")[2])  # after the checksum line
     stamp = doc["files"]["agents/default/a1.yaml"][0]
-    doc["files"]["agents/default/a1.yaml"] = [stamp, {"name": "a1", "category": "default"}]
-    (home / ".index.json").write_text(json.dumps(doc))
+    doc["files"]["agents/default/a1.yaml"] = [stamp, {"summary": {}, "refs": [["model"]]}]
+    (home / ".index/agents.json").write_text(json.dumps(doc))  # edited by hand: no checksum, each entry checked
     assert fwj("resource", "list", "agent") == expected
 
 

@@ -60,7 +60,7 @@ def test_errors_never_echo_a_key(home):
         assert r.exit_code == 4 and r.json["error"]["code"] == "invalid", r
         outputs.append(r.output)
     r = fw("resource", "write", "provider", "p1", "--create", "--data", "{bad json " + CANARY)
-    assert r.exit_code == 2 and r.stderr.startswith("Error: --data is not valid JSON"), r
+    assert r.exit_code == 4 and r.stderr.startswith("Error: --data is not valid JSON"), r
     outputs.append(r.output)
     assert snapshot(home) == before
     assert_canary_nowhere(home, outputs)

@@ -201,19 +201,19 @@ def test_a_lease_of_one_second_is_the_shortest(mounted):
     assert run["lease_seconds"] == 1 and run["status"] == "active"
 
 
-@pytest.mark.parametrize("run_id", ["run-20260101T000000-00000000", "../../etc/passwd"])
-def test_a_call_for_an_unknown_run_is_never_audited_as_the_manager(mounted, run_id):
-    doc = call(["--run", run_id], "framework_resource_list", {"kind": "agent"}, code=3)
-    assert doc["error"]["code"] == "not_found"
+@pytest.mark.parametrize("run_id,code", [("run-20260101T000000-00000000", "not_found"), ("../../etc/passwd", "invalid")])
+def test_a_call_for_an_unknown_run_is_never_audited_as_the_manager(mounted, run_id, code):
+    doc = call(["--run", run_id], "framework_resource_list", {"kind": "agent"}, code={"not_found": 3, "invalid": 4}[code])
+    assert doc["error"]["code"] == code
     entry = json.loads((mounted / "audit.jsonl").read_text().splitlines()[-1])
     assert entry["caller"] != "manager"
     recorded = run_id if run_id.startswith("run-") else "(malformed)"  # a malformed id is never stored raw
-    assert (entry["run_id"], entry["tool"], entry["outcome"], entry["error"]) == (recorded, "framework_resource_list", "error", "not_found")
+    assert (entry["run_id"], entry["tool"], entry["outcome"], entry["error"]) == (recorded, "framework_resource_list", "error", code)
 
 
 def test_unknown_runs_and_bad_parameters_are_refused(mounted):
     assert call(["--run", "run-20260101T000000-00000000"], "framework_resource_list", {"kind": "agent"}, code=3)["error"]["code"] == "not_found"
-    assert call(["--run", "../../etc/passwd"], "framework_resource_list", {"kind": "agent"}, code=3)["error"]["code"] == "not_found"
+    assert call(["--run", "../../etc/passwd"], "framework_resource_list", {"kind": "agent"}, code=4)["error"]["code"] == "invalid"
     run = start("--agent", "a1")
     r = ["--run", run["run_id"]]
     before = snapshot(mounted)
@@ -224,7 +224,7 @@ def test_unknown_runs_and_bad_parameters_are_refused(mounted):
     assert call(["--manager"], "no_such_tool", {}, code=3)["error"]["code"] == "not_found"
     assert call(["--manager"], "framework_resource_list", {"kind": "agent"}, code=3)["error"]["code"] == "not_found"
     result = fw("tool", "call", "--manager", "resource_list", "--args", "{bad")
-    assert result.exit_code == 2 and result.json["error"]["code"] == "usage"
+    assert result.exit_code == 4 and result.json["error"]["code"] == "invalid"
     result = fw("tool", "call", "resource_list", "--args", "{}")
     assert result.exit_code == 2 and result.json["error"]["code"] == "usage"
     before.pop("audit.jsonl", None)

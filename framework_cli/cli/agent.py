@@ -8,13 +8,14 @@ import typer
 
 from ..domain.agents import agent_show
 from ..domain.resources import resource_list, resource_write
-from .common import home_of
+from .common import complete_agent, complete_category, complete_group, home_of
 from .output import JsonOpt, emit
 from .resource import render_activation, render_list, render_resource, render_written
 
 app = typer.Typer(help="Create, edit, show and list agents; mount built-in tool groups on them.")
 
-NameArg = Annotated[str, typer.Argument(help="The agent's name.", show_default=False)]
+NameArg = Annotated[str, typer.Argument(help="The agent's name.", show_default=False, autocompletion=complete_agent)]
+NewNameArg = Annotated[str, typer.Argument(help="The new agent's name.", show_default=False)]
 ModelOpt = Annotated[Optional[str], typer.Option("--model", help="The model it uses ('' clears it).")]
 PromptOpt = Annotated[Optional[str], typer.Option("--prompt", help="Its prompt ('' clears it).")]
 SkillOpt = Annotated[Optional[list[str]], typer.Option("--skill", help="A skill it uses (repeat; replaces the list).")]
@@ -22,9 +23,10 @@ McpOpt = Annotated[Optional[list[str]], typer.Option("--mcp", help="An MCP serve
 HarnessOpt = Annotated[Optional[str], typer.Option("--harness", help="The harness that runs it ('' clears it).")]
 DescOpt = Annotated[Optional[str], typer.Option("--description", help="What it is for.")]
 ExecOpt = Annotated[Optional[bool], typer.Option("--execution/--no-execution", help="Allow local execution (with the local_execution group).")]
-CategoryOpt = Annotated[Optional[str], typer.Option("--category", help="Category to place it in, or move it to.")]
+CategoryOpt = Annotated[Optional[str], typer.Option("--category", help="Category to place it in, or move it to.", autocompletion=complete_category)]
+ListCategoryOpt = Annotated[Optional[str], typer.Option("--category", help="Only this category; default: every category.", autocompletion=complete_category)]
 GroupsHelp = "resource_management, task_collaboration or local_execution"
-BuiltinOpt = Annotated[Optional[list[str]], typer.Option("--builtin-tool", help=f"Mount exactly these groups (repeat; replaces the set): {GroupsHelp}.")]
+BuiltinOpt = Annotated[Optional[list[str]], typer.Option("--builtin-tool", help=f"Mount exactly these groups (repeat; replaces the set): {GroupsHelp}.", autocompletion=complete_group)]
 EventOpt = Annotated[Optional[list[str]], typer.Option("--event", help="A chat-platform event type or pattern it handles, e.g. message.* (repeat; replaces the list; '' clears it).")]
 PlatformToolOpt = Annotated[Optional[list[str]], typer.Option("--platform-tool", help="A platform_ tool its event runs may be offered (repeat; replaces the list; '' clears it). See `fw tool catalogue`.")]
 AddEventOpt = Annotated[Optional[list[str]], typer.Option("--add-event", help="Handle this event type or pattern too (repeat).")]
@@ -51,7 +53,7 @@ def _fields(model, prompt, skill, mcp, harness, description, execution) -> dict[
 @app.command("create")
 def create(
     ctx: typer.Context,
-    name: NameArg,
+    name: NewNameArg,
     model: ModelOpt = None,
     prompt: PromptOpt = None,
     skill: SkillOpt = None,
@@ -83,8 +85,8 @@ def edit(
     ctx: typer.Context,
     name: NameArg,
     builtin_tool: BuiltinOpt = None,
-    add_builtin_tool: Annotated[Optional[list[str]], typer.Option("--add-builtin-tool", help="Mount a group (repeat); already mounted is no change.")] = None,
-    remove_builtin_tool: Annotated[Optional[list[str]], typer.Option("--remove-builtin-tool", help="Unmount a group (repeat); not mounted is no change.")] = None,
+    add_builtin_tool: Annotated[Optional[list[str]], typer.Option("--add-builtin-tool", help="Mount a group (repeat); already mounted is no change.", autocompletion=complete_group)] = None,
+    remove_builtin_tool: Annotated[Optional[list[str]], typer.Option("--remove-builtin-tool", help="Unmount a group (repeat); not mounted is no change.", autocompletion=complete_group)] = None,
     model: ModelOpt = None,
     prompt: PromptOpt = None,
     skill: SkillOpt = None,
@@ -117,7 +119,16 @@ def edit(
         builtin_remove=remove_builtin_tool or (),
         category=category,
     )
-    emit(doc, as_json, lambda c: render_written(c, doc, "Saved"))
+    emit(doc, as_json, lambda c: render_edited(c, doc))
+
+
+def render_edited(console: Any, doc: dict[str, Any]) -> None:
+    """What an edit left: saved or unchanged, and the groups mounted now."""
+    if doc.get("changed", True):
+        render_written(console, doc, "Saved")
+    else:
+        console.print(f"Unchanged: agent {doc['name']} (category {doc['category']}) was already as asked.")
+    console.print(f"Built-in tool groups: {', '.join(doc['data'].get('builtin_tools') or []) or 'none'}.")
 
 
 @app.command("show")
@@ -133,7 +144,7 @@ def show(ctx: typer.Context, name: NameArg, as_json: JsonOpt = False) -> None:
 
 
 @app.command("list")
-def list_(ctx: typer.Context, category: CategoryOpt = None, as_json: JsonOpt = False) -> None:
+def list_(ctx: typer.Context, category: ListCategoryOpt = None, as_json: JsonOpt = False) -> None:
     """List agents with their model, prompt and mounted built-in tool groups."""
     doc = resource_list(home_of(ctx), "agent", category)
     emit(doc, as_json, lambda c: render_list(c, doc))

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from ..tools.audit import audit_list
 from .common import home_of
-from .output import JsonOpt, emit, table
+from .output import JsonOpt, emit, fitted_table
 
 app = typer.Typer(help="Read the audit log of tool calls (shapes of parameters only, never values).")
 
@@ -16,10 +16,30 @@ app = typer.Typer(help="Read the audit log of tool calls (shapes of parameters o
 @app.command("list")
 def list_(
     ctx: typer.Context,
-    limit: Annotated[int, typer.Option("--limit", min=1, help="How many of the latest entries.")] = 50,
+    limit: Annotated[int, typer.Option("--limit", help="How many of the latest entries.")] = 50,
     as_json: JsonOpt = False,
 ) -> None:
-    """Show the latest tool calls: time, caller, run, tool, outcome and error code."""
+    """Show the latest tool calls: time (UTC), caller, run, tool, and the result (ok, or
+    the error code of a refused or failed call). Fits 80 columns; --json has every field."""
     doc = audit_list(home_of(ctx), limit)
-    cols = ["time", "caller", "run_id", "tool", "outcome", "error"]
-    emit(doc, as_json, lambda c: table(c, "audit", cols, [[e.get(k) for k in cols] for e in doc["entries"]], "No tool calls yet."))
+    emit(doc, as_json, lambda c: render_audit(c, doc["entries"]))
+
+
+def render_audit(console: Any, entries: list[dict[str, Any]]) -> None:
+    if not entries:
+        console.print("No tool calls yet.")
+        return
+    rows = [_audit_row(entry) for entry in entries]
+    fitted_table(console, ["time (UTC)", "caller", "run", "tool", "result"], rows, shrinkable=(1, 3))
+
+
+def _audit_row(entry: dict[str, Any]) -> list[str]:
+    """One entry in short: the time without year and fraction, the run by its last 8 characters."""
+    if entry.get("corrupt_line"):
+        return ["?", "?", "", "(a damaged line)", "corrupt"]
+    stamp = str(entry.get("time") or "")
+    when = stamp[5:19].replace("T", " ") if len(stamp) >= 19 else stamp
+    run = str(entry.get("run_id") or "")
+    run = run[-8:] if run.startswith("run-") else run or "-"
+    outcome = str(entry.get("error") or entry.get("outcome") or "")  # a code says refused or failed, and why
+    return [when, str(entry.get("caller") or ""), run, str(entry.get("tool") or ""), outcome]

@@ -11,12 +11,12 @@ from ..domain.identities import (
     agent_unbind,
     binding_list,
 )
-from .common import home_of
+from .common import complete_agent, complete_principal, home_of
 from .output import JsonOpt, emit, table
 
 app = typer.Typer(help="Bind principals to agents; enable, disable and remove bindings.")
 
-PrincipalArg = Annotated[str, typer.Argument(help="The principal (identity) of the binding.", show_default=False)]
+PrincipalArg = Annotated[str, typer.Argument(help="The principal (identity) of the binding.", show_default=False, autocompletion=complete_principal)]
 
 
 @app.command("list")
@@ -45,9 +45,9 @@ def _render(console: Any, doc: dict[str, Any]) -> None:
 def set_(
     ctx: typer.Context,
     principal: PrincipalArg,
-    agent: Annotated[str, typer.Option("--agent", help="The agent it runs.", show_default=False)],
+    agent: Annotated[str, typer.Option("--agent", help="The agent it runs.", show_default=False, autocompletion=complete_agent)],
     directory: Annotated[Optional[str], typer.Option("--directory", help="Working directory (default: the home).")] = None,
-    max_rounds: Annotated[Optional[int], typer.Option("--max-rounds", min=1, help="Model-call rounds per task (default: unlimited).")] = None,
+    max_rounds: Annotated[Optional[int], typer.Option("--max-rounds", help="Model-call rounds per task (default: unlimited).")] = None,
     policy: Annotated[Optional[str], typer.Option("--policy", help="mentioned (default) or all.")] = None,
     as_json: JsonOpt = False,
 ) -> None:

@@ -7,30 +7,30 @@ from typing import Annotated
 import typer
 
 from ..domain.resources import category_create, category_delete, category_list
-from .common import KindArg, home_of
+from .common import KindArg, complete_category, home_of
 from .output import JsonOpt, emit, table
 
 app = typer.Typer(help="List, create and delete the categories (sub-folders) of a kind.")
 
-CategoryArg = Annotated[str, typer.Argument(help="The category's name.", show_default=False)]
+CategoryArg = Annotated[str, typer.Argument(help="The category's name.", show_default=False, autocompletion=complete_category)]
 
 
 @app.command("list")
 def list_(ctx: typer.Context, kind: KindArg, as_json: JsonOpt = False) -> None:
     """List a kind's categories, `default` first."""
-    doc = category_list(home_of(ctx), kind.value)
-    emit(doc, as_json, lambda c: table(c, f"{kind.value} categories", ["category"], [[n] for n in doc["categories"]], "none"))
+    doc = category_list(home_of(ctx), kind)
+    emit(doc, as_json, lambda c: table(c, f"{kind} categories", ["category"], [[n] for n in doc["categories"]], "none"))
 
 
 @app.command("create")
 def create(ctx: typer.Context, kind: KindArg, name: CategoryArg, as_json: JsonOpt = False) -> None:
     """Create an empty category."""
-    doc = category_create(home_of(ctx), kind.value, name)
-    emit(doc, as_json, lambda c: c.print(f"Created {kind.value} category {name!r}."))
+    doc = category_create(home_of(ctx), kind, name)
+    emit(doc, as_json, lambda c: c.print(f"Created {kind} category {name!r}."))
 
 
 @app.command("delete")
 def delete(ctx: typer.Context, kind: KindArg, name: CategoryArg, as_json: JsonOpt = False) -> None:
     """Delete an empty category. `default` is never deleted."""
-    doc = category_delete(home_of(ctx), kind.value, name)
-    emit(doc, as_json, lambda c: c.print(f"Deleted {kind.value} category {name!r}."))
+    doc = category_delete(home_of(ctx), kind, name)
+    emit(doc, as_json, lambda c: c.print(f"Deleted {kind} category {name!r}."))

@@ -10,6 +10,7 @@ import typer
 from ..domain.check import check_home
 from ..errors import EXIT_CODES
 from ..home.layout import init_home
+from ..suggest import plural
 from .common import home_of
 from .output import JsonOpt, emit, json_wanted
 
@@ -67,7 +68,7 @@ def check(ctx: typer.Context, as_json: JsonOpt = False) -> None:
         if doc["ok"]:
             console.print(f"The home at {doc['home']} is clean ({counted}).")
         else:
-            console.print(f"{len(doc['problems'])} problem(s) in {doc['home']}. Fix them by hand or with `fw resource write`.")
+            console.print(f"{plural(len(doc['problems']), 'problem')} in {doc['home']}. Fix them by hand or with `fw resource write`.")
 
     emit(doc, as_json, human)
     if not doc["ok"]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 import sys
 from collections.abc import Sequence
 from typing import Annotated, Any, Optional
@@ -11,7 +12,7 @@ import typer
 from typer.core import TyperGroup
 
 from ..errors import FwError
-from .output import emit_error, json_wanted, set_root_json
+from .output import emit_error, json_wanted, set_home_option, set_root_json
 
 
 class FwGroup(TyperGroup):
@@ -27,11 +28,7 @@ class FwGroup(TyperGroup):
         standalone_mode: bool = True,
         **extra: Any,
     ) -> Any:
-        from typer._click.exceptions import (
-            ClickException,
-            NoArgsIsHelpError,
-            UsageError,
-        )
+        from typer._click.exceptions import ClickException, UsageError
         from typer.exceptions import Abort
 
         from ..home import secrets
@@ -41,28 +38,21 @@ class FwGroup(TyperGroup):
         secrets.forget_all()  # what is redacted comes from this invocation's home, not an earlier one
         # `fw tool call` always answers in JSON, its errors included
         as_json = json_wanted("--json" in args) or _is_tool_call(args)
+        _invocation.update(args=args, as_json=as_json)
+        set_home_option(requested_home(args))
+        if os.environ.get(COMPLETE_VAR):
+            from typer.completion import completion_init
+
+            completion_init()  # typer's completion classes answer the shell
         code = 0
         try:
             rv = super().main(args, prog_name or "fw", complete_var, standalone_mode=False, **extra)
             code = rv if isinstance(rv, int) and not isinstance(rv, bool) else 0
         except FwError as exc:
-            emit_error(exc, as_json)
+            emit_error(with_corrected_command(exc, args), as_json)
             code = exc.exit_code
         except UsageError as exc:
-            command = exc.ctx.command_path if exc.ctx else "fw"
-            no_command = isinstance(exc, NoArgsIsHelpError) or exc.message == "Missing command."
-            if no_command and exc.ctx is not None and not as_json:
-                typer.echo(exc.ctx.get_help())  # `fw` or `fw resource` alone: show what it can do
-                code = 0
-            elif no_command:
-                names = sorted(getattr(exc.ctx.command, "commands", {}) if exc.ctx else ())
-                hint = f"one of: {', '.join(names)}; see `{command} --help`" if names else f"see `{command} --help`"
-                emit_error(FwError("usage", f"`{command}` needs a command", hint), as_json)
-                code = 2
-            else:
-                message = exc.format_message().replace("Value error, ", "")
-                emit_error(FwError("usage", message, f"see `{command} --help`"), as_json)
-                code = 2
+            code = _usage_error(exc, args, as_json)
         except ClickException as exc:
             emit_error(FwError("usage", exc.format_message(), "see `fw --help`"), as_json)
             code = 2
@@ -92,11 +82,104 @@ class FwGroup(TyperGroup):
         return code
 
 
+COMPLETE_VAR = "_FW_COMPLETE"
+_invocation: dict[str, Any] = {"args": [], "as_json": False}  # this invocation's command line
+
+
+def _usage_error(exc: Any, args: list[str], as_json: bool) -> int:
+    """Render a click usage error. One rule for codes: a value that is not well-formed is
+    `invalid` (exit 4); a missing or unknown command, argument or flag is `usage` (exit 2)."""
+    from typer._click.exceptions import BadParameter, MissingParameter, NoArgsIsHelpError, NoSuchOption
+
+    command = exc.ctx.command_path if exc.ctx else "fw"
+    no_command = isinstance(exc, NoArgsIsHelpError) or exc.message == "Missing command."
+    if no_command and exc.ctx is not None and not as_json:
+        typer.echo(exc.ctx.get_help())  # `fw` or `fw resource` alone: show what it can do
+        return 0
+    if no_command:
+        names = sorted(getattr(exc.ctx.command, "commands", {}) if exc.ctx else ())
+        hint = f"one of: {', '.join(names)}; see `{command} --help`" if names else f"see `{command} --help`"
+        error = FwError("usage", f"`{command}` needs a command", hint)
+    elif isinstance(exc, NoSuchOption) and exc.option_name in ROOT_OPTIONS:
+        error = misplaced_root_option(exc.option_name, args)
+    elif isinstance(exc, BadParameter) and not isinstance(exc, MissingParameter):
+        message = exc.format_message().replace("is not a valid int.", "is not a whole number.")
+        error = FwError("invalid", message, f"see `{command} --help`")
+    else:
+        error = FwError("usage", exc.format_message().replace("Value error, ", ""), f"see `{command} --help`")
+    emit_error(error, as_json)
+    return error.exit_code
+
+
+ROOT_OPTIONS = ("--home",)
+
+
+def misplaced_root_option(option: str, args: list[str]) -> FwError:
+    """`fw resource list agent --home H`: the option belongs before the command; say so,
+    with the command line put right."""
+    moved: list[str] = []
+    rest: list[str] = []
+    words = iter(args)
+    for word in words:
+        if word == option:
+            moved += [word, next(words, "PATH")]
+        elif word.startswith(option + "="):
+            moved.append(word)
+        else:
+            rest.append(word)
+    corrected = shlex.join(["fw", *moved, *rest])
+    return FwError(
+        "usage",
+        f"{option} is a root option: give it before the command",
+        f"run `{corrected}`",
+        corrected=corrected,
+    )
+
+
+def with_corrected_command(error: FwError, args: list[str]) -> FwError:
+    """An error that names a close match (`did_you_mean`) gets, in its hint, the command
+    line as it was typed with the mistyped word put right: a command to copy."""
+    given, match = error.extra.get("given"), error.extra.get("did_you_mean")
+    if not given or not match or given not in args:
+        return error
+    position = args.index(given)
+    corrected = shlex.join(["fw", *args[:position], match, *args[position + 1:]])
+    rest = error.hint.split("? ", 1)[1] if error.hint.startswith("did you mean") else error.hint
+    hint = f"did you mean `{corrected}`? {rest}"
+    return FwError(error.code, error.message, hint, **error.extra)
+
+
 # Command groups, each a module of this package with its own Typer app.
 GROUPS = (
     "home", "resource", "category", "agent", "principal", "binding", "run", "tool", "mcp", "audit",
     "session", "message", "memory", "dispatch", "task", "bot", "event",
 )
+
+
+def show_version(ctx: typer.Context, param: Any, value: bool) -> None:
+    if not value or ctx.resilient_parsing:
+        return
+    from .. import __version__
+    from .output import print_json, write_out
+
+    if _invocation["as_json"]:
+        print_json({"name": "fw", "version": __version__})
+    else:
+        write_out(f"fw {__version__}")
+    raise typer.Exit(0)
+
+
+def completion_option(ctx: typer.Context, param: Any, value: bool) -> None:
+    """--install-completion and --show-completion: typer's own, imported only when asked."""
+    if not value or ctx.resilient_parsing:
+        return
+    from typer import completion
+
+    completion.completion_init()
+    if param.name == "install_completion":
+        completion.install_callback(ctx, param, value)
+    else:
+        completion.show_callback(ctx, param, value)
 
 
 def build_app(only: str | None = None) -> typer.Typer:
@@ -111,7 +194,8 @@ def build_app(only: str | None = None) -> typer.Typer:
         "skills, MCP servers, harnesses and agents, the identities agents run as, and the tools "
         "agents use. Every command takes --json.",
         no_args_is_help=True,
-        add_completion=False,
+        add_completion=False,  # the completion options are the root's own, loaded only when used
+        context_settings={"help_option_names": ["-h", "--help"]},
         pretty_exceptions_enable=False,
     )
     root_app.callback()(root)
@@ -128,6 +212,15 @@ def root(
         typer.Option("--home", metavar="PATH", help="The framework home (default: $FW_HOME, then ~/.fw)."),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="JSON output for the command that follows.")] = False,
+    version: Annotated[
+        bool, typer.Option("--version", help="Show fw's version and exit.", is_eager=True, expose_value=False, callback=show_version)
+    ] = False,
+    install_completion: Annotated[
+        bool, typer.Option("--install-completion", help="Install completion for the current shell.", expose_value=False, callback=completion_option)
+    ] = False,
+    show_completion: Annotated[
+        bool, typer.Option("--show-completion", help="Show completion for the current shell, to copy it or customize the installation.", expose_value=False, callback=completion_option)
+    ] = False,
 ) -> None:
     from .output import set_root_json
 
@@ -148,6 +241,19 @@ def requested_group(argv: Sequence[str]) -> str | None:
             next(args, None)
         elif not arg.startswith("-"):
             return arg if arg in GROUPS else None
+    return None
+
+
+def requested_home(argv: Sequence[str]) -> str | None:
+    """The root option --home, if given before the command."""
+    args = iter(argv)
+    for arg in args:
+        if arg == "--home":
+            return next(args, None)
+        if arg.startswith("--home="):
+            return arg.split("=", 1)[1]
+        if not arg.startswith("-"):
+            return None
     return None
 
 

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Annotated, Optional
 
 import typer
 
 from .common import home_of
-from .output import JsonOpt
+from .output import JsonOpt, write_out
 
 app = typer.Typer(help="Serve the built-in tools to MCP clients.")
 
@@ -26,4 +27,17 @@ def serve(
     from ..tools.service import caller_for
 
     home = home_of(ctx)
-    serve_mcp(home, caller_for(home, manager, run))
+    caller = caller_for(home, manager, run)
+    if sys.stdin.isatty():
+        say_waiting(" ".join(["fw", "mcp", "serve", "--manager" if manager else f"--run {run}"]))
+    serve_mcp(home, caller)
+
+
+def say_waiting(command: str) -> None:
+    """On a terminal nothing seems to happen: say what the server waits for."""
+    write_out(
+        f"{command}: waiting for an MCP client on standard input (JSON-RPC, one message a line).\n"
+        f"This is meant to be started by an MCP client, e.g. with the command `{command}`.\n"
+        "Stop it with Ctrl-D (end of input) or Ctrl-C.",
+        err=True,
+    )

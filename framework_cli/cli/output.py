@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from collections.abc import Callable
 from typing import Annotated, Any
@@ -20,11 +21,29 @@ JsonOpt = Annotated[
 
 
 _root_json = False  # `fw --json COMMAND`: set by the root callback on every invocation
+_home_option: str | None = None  # `fw --home PATH COMMAND`: the commands we print name it too
+# `fw home init PATH` names its home itself
+FW_COMMAND = re.compile(r"(?<![\w/.-])fw (?!--home |home init )(?=(?:home|resource|category|agent|principal|binding|run|tool|mcp|audit) )")
 
 
 def set_root_json(flag: bool) -> None:
     global _root_json
     _root_json = flag
+
+
+def set_home_option(path: str | None) -> None:
+    global _home_option
+    _home_option = path
+
+
+def on_this_home(text: str) -> str:
+    """The `fw ...` commands in a message, with the --home this command was given, so that
+    each runs as printed on the same home."""
+    if _home_option is None:
+        return text
+    import shlex
+
+    return FW_COMMAND.sub(lambda m: f"fw --home {shlex.quote(_home_option)} ", text)
 
 
 def json_wanted(flag: bool = False) -> bool:
@@ -54,7 +73,62 @@ def _reader_went_away(stream: Any) -> None:
 
 
 def print_json(doc: Any) -> None:
-    write_out(json.dumps(doc, indent=2, ensure_ascii=False))
+    write_out(json_text(doc))
+
+
+_SCALARS = frozenset((str, int, float, bool, type(None)))
+
+
+def _one_line_encoder() -> Callable[[Any], str]:
+    """JSON of one value on one line. CPython's C encoder is made once and reused: made
+    anew for every item of a listing of thousands, it costs more than the encoding."""
+    encoder = json.JSONEncoder(ensure_ascii=False)
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:
+        return encoder.encode
+    c_encode = make(None, encoder.default, json.encoder.encode_basestring, None, ": ", ", ", False, False, True)
+
+    def encode(value: Any) -> str:
+        return "".join(c_encode(value, 0))
+
+    return encode
+
+
+_encode = _one_line_encoder()
+
+
+def _flat(value: Any) -> bool:
+    """A scalar, or a list or mapping of scalars."""
+    kind = type(value)
+    if kind is dict:
+        return all(type(v) in _SCALARS for v in value.values())
+    if kind is list:
+        return all(type(v) in _SCALARS for v in value)
+    return kind in _SCALARS
+
+
+def _one_line(value: Any) -> bool:
+    """A record (a mapping of flat values) or a flat list: printed on one line."""
+    if type(value) is not dict:
+        return _flat(value)
+    for item in value.values():  # a loop, not all(): this runs once per item of a listing
+        if type(item) not in _SCALARS and not _flat(item):
+            return False
+    return True
+
+
+def json_text(value: Any, depth: int = 0) -> str:
+    """Indented JSON whose records (a listing's items, a plan's blocks) each take one line:
+    as readable as `indent=2`, and encoded by the C encoder, so a listing of thousands of
+    items prints in a fraction of the time."""
+    if not isinstance(value, (dict, list)) or not value or (depth > 1 and _one_line(value)):
+        return _encode(value)
+    pad, inner = "  " * depth, "  " * (depth + 1)
+    if isinstance(value, dict):
+        parts = [f"{inner}{_encode(str(k))}: {json_text(v, depth + 1)}" for k, v in value.items()]
+        return "{\n" + ",\n".join(parts) + f"\n{pad}}}"
+    parts = [inner + (_encode(v) if depth > 0 and _one_line(v) else json_text(v, depth + 1)) for v in value]
+    return "[\n" + ",\n".join(parts) + f"\n{pad}]"
 
 
 def rich_text(render: Callable[[Any], None], *, err: bool = False) -> None:
@@ -71,7 +145,7 @@ def rich_text(render: Callable[[Any], None], *, err: bool = False) -> None:
     # markup off: a user's "[/red]" is text, never a tag; styles come as rich Text
     console = Console(file=buf, force_terminal=tty, width=width, highlight=False, soft_wrap=True, markup=False)
     render(console)
-    write_out(buf.getvalue(), err=err)
+    write_out(on_this_home(buf.getvalue()), err=err)
 
 
 def emit(doc: Any, as_json: bool, human: Callable[[Any], None]) -> None:
@@ -83,6 +157,7 @@ def emit(doc: Any, as_json: bool, human: Callable[[Any], None]) -> None:
 
 
 def emit_error(error: FwError, as_json: bool) -> None:
+    error = FwError(error.code, error.message, on_this_home(error.hint), **error.extra)
     if as_json:
         print_json(error.to_dict())
         return
@@ -92,7 +167,21 @@ def emit_error(error: FwError, as_json: bool) -> None:
     detail = error.extra.get("items") or error.extra.get("detail")
     if isinstance(detail, list) and detail:
         lines.append("  " + "\n  ".join(str(d) for d in detail))
+    changes = error.extra.get("changes")
+    if isinstance(changes, dict):
+        lines += plan_changes(changes)
     write_out("\n".join(lines), err=True)
+
+
+def plan_changes(changes: dict[str, Any]) -> list[str]:
+    """A stale confirmation's differences, as the JSON error's `changes` has them."""
+    lines = ["What changed since the confirmed plan:"]
+    for key, label in (("added", "added"), ("gone", "gone"), ("duplicated", "given twice")):
+        if changes.get(key):
+            lines.append(f"  {label}: {', '.join(changes[key])}")
+    if changes.get("reordered"):
+        lines.append("  reordered: the same items, in another order")
+    return lines
 
 
 BIG_TABLE = 200  # rows; past this a plain text table, since rich lays out every cell
@@ -125,6 +214,21 @@ def _plain_table(console: Any, title: str | None, columns: list[str], rows: list
     console.file.write("\n".join(lines) + "\n")
 
 
+def fitted_table(console: Any, columns: list[str], rows: list[list[str]], width: int = 80, shrinkable: tuple[int, ...] = ()) -> None:
+    """Plain aligned columns within `width` characters: the widest shrinkable column is
+    cut (with "…") until the table fits."""
+    cells = [columns] + rows
+    widths = [max(len(row[i]) for row in cells) for i in range(len(columns))]
+    while sum(widths) + 2 * (len(widths) - 1) > width and shrinkable:
+        widest = max(shrinkable, key=lambda i: widths[i])
+        if widths[widest] <= 8:
+            break
+        widths[widest] -= 1
+    cut = [[c if len(c) <= w else c[: w - 1] + "…" for c, w in zip(row, widths)] for row in cells]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in cut]
+    console.file.write("\n".join(lines) + "\n")
+
+
 def _text(value: Any) -> str:
     if isinstance(value, bool):
         return "yes" if value else "no"
@@ -153,22 +257,24 @@ def read_data_arg(value: str, what: str) -> Any:
                 text = handle.read()
         else:
             text = value
+    except FileNotFoundError:
+        raise FwError("not_found", f"no {what} file {value[1:]!r}", "check the path after @") from None
     except OSError as exc:
-        raise FwError("usage", f"cannot read {what} file {value[1:]!r}: {exc.strerror}", "check the path after @") from None
+        raise FwError("invalid", f"cannot read {what} file {value[1:]!r}: {exc.strerror}", "give the path of a readable file after @") from None
     except UnicodeDecodeError:
         source = "standard input" if value == "-" else f"file {value[1:]!r}"
-        raise FwError("usage", f"{what}: {source} is not UTF-8 text", example) from None
+        raise FwError("invalid", f"{what}: {source} is not UTF-8 text", example) from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise FwError("usage", f"{what} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}", example) from None
+        raise FwError("invalid", f"{what} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}", example) from None
     except RecursionError:
         data = None
         depth = MAX_DEPTH + 1
     else:
         depth = _depth(data)
     if depth > MAX_DEPTH:
-        raise FwError("usage", f"{what} is nested more than {MAX_DEPTH} levels deep", example)
+        raise FwError("invalid", f"{what} is nested more than {MAX_DEPTH} levels deep", example)
     return data
 
 

@@ -6,11 +6,11 @@ from typing import Annotated
 
 import typer
 
-from ..domain.identities import principal_create, principal_list
-from .common import home_of
+from ..domain.identities import principal_create, principal_delete, principal_list
+from .common import complete_principal, home_of
 from .output import JsonOpt, emit, table
 
-app = typer.Typer(help="List and create the identities (principals) that agents run as.")
+app = typer.Typer(help="List, create and delete the identities (principals) that agents run as.")
 
 
 @app.command("list")
@@ -30,3 +30,14 @@ def create(
     """Create an identity. An agent runs as a principal of kind agent once it is bound."""
     doc = principal_create(home_of(ctx), name, kind)
     emit(doc, as_json, lambda c: c.print(f"Created principal {name} (kind {kind}). Next: fw binding set {name} --agent AGENT"))
+
+
+@app.command("delete")
+def delete(
+    ctx: typer.Context,
+    name: Annotated[str, typer.Argument(help="The identity's name.", show_default=False, autocompletion=complete_principal)],
+    as_json: JsonOpt = False,
+) -> None:
+    """Delete an identity. Refused while a binding uses it: remove the binding first."""
+    doc = principal_delete(home_of(ctx), name)
+    emit(doc, as_json, lambda c: c.print(f"Deleted principal {name}."))

@@ -7,23 +7,49 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from ..domain.resources import resource_list, resource_read, resource_write
+from ..domain.resources import resource_list, resource_list_all, resource_read, resource_write
 from ..errors import EXIT_CODES, FwError
 from ..home.kinds import KINDS
-from .common import KindArg, home_of
+from ..suggest import article, plural
+from .common import KindArg, complete_category, complete_kind, complete_reference, home_of
 from .output import JsonOpt, emit, read_data_arg, table
 
 app = typer.Typer(help="List, read, write and delete providers, models, prompts, skills, MCP servers, harnesses and agents.")
 
-RefArg = Annotated[str, typer.Argument(help="The resource's name (unique within its kind).", show_default=False)]
-CategoryOpt = Annotated[Optional[str], typer.Option("--category", help="Category (sub-folder); default: `default`.")]
+RefArg = Annotated[
+    str, typer.Argument(help="The resource's name (unique within its kind).", show_default=False, autocompletion=complete_reference)
+]
+CategoryOpt = Annotated[
+    Optional[str],
+    typer.Option("--category", help="Category (sub-folder) to create it in, or to move it to; a new resource goes to `default`.", autocompletion=complete_category),
+]
+ListCategoryOpt = Annotated[
+    Optional[str], typer.Option("--category", help="Only this category (sub-folder); default: every category.", autocompletion=complete_category)
+]
+OptionalKindArg = Annotated[
+    Optional[str],
+    typer.Argument(metavar="[KIND]", help="provider, model, prompt, skill, mcp, harness or agent; default: every kind.", show_default=False, autocompletion=complete_kind),
+]
 
 
 @app.command("list")
-def list_(ctx: typer.Context, kind: KindArg, category: CategoryOpt = None, as_json: JsonOpt = False) -> None:
-    """List the resources of a kind, with a short summary of each. Secrets are never shown."""
-    doc = resource_list(home_of(ctx), kind.value, category)
+def list_(ctx: typer.Context, kind: OptionalKindArg = None, category: ListCategoryOpt = None, as_json: JsonOpt = False) -> None:
+    """List the resources of a kind (or of every kind, grouped), with a short summary of
+    each. Secrets are never shown."""
+    if kind is None:
+        every = resource_list_all(home_of(ctx), category)
+        emit(every, as_json, lambda c: render_every_list(c, every))
+        return
+    doc = resource_list(home_of(ctx), kind, category)
     emit(doc, as_json, lambda c: render_list(c, doc))
+
+
+def render_every_list(console: Any, doc: dict[str, Any]) -> None:
+    for listing in doc["kinds"]:
+        if listing["items"]:
+            render_list(console, listing)
+        else:
+            console.print(f"{KINDS[listing['kind']].folder}: none")
 
 
 def render_list(console: Any, doc: dict[str, Any]) -> None:
@@ -38,14 +64,15 @@ def render_list(console: Any, doc: dict[str, Any]) -> None:
     table(console, spec.folder, columns, rows, f"No {spec.folder} yet. Create one with `fw resource write {doc['kind']} NAME --create --data ...`.")
     bad = sum(1 for item in doc["items"] if "error" in item)
     if bad:
-        console.print(f"{bad} corrupt file(s): run `fw home check` for details.")
+        console.print(f"{plural(bad, 'corrupt file')}: run `fw home check` for details.")
 
 
+# Help texts are rich markup: a backslash keeps "[redacted]" from being read as a style.
 @app.command("read")
 def read(ctx: typer.Context, kind: KindArg, reference: RefArg, as_json: JsonOpt = False) -> None:
     """Show one resource's definition (and its text, for prompts and skills). A provider shows
-    `api_key_set`, never the key; an MCP server's env and header values show as [redacted]."""
-    doc = resource_read(home_of(ctx), kind.value, reference)
+    `api_key_set`, never the key; an MCP server's env and header values show as \\[redacted]."""
+    doc = resource_read(home_of(ctx), kind, reference)
     emit(doc, as_json, lambda c: render_resource(c, doc))
 
 
@@ -76,13 +103,31 @@ def write(
 ) -> None:
     """Create or update a resource. Without --create the data is a merge patch: only the
     fields given change, `null` removes one. --category places a new resource or moves one."""
-    payload = _payload(kind.value, data, api_key_stdin, category)
-    doc = resource_write(home_of(ctx), kind.value, reference, payload, create=create, category=category)
+    payload = _payload(kind, reference, data, api_key_stdin, category)
+    try:
+        doc = resource_write(home_of(ctx), kind, reference, payload, create=create, category=category)
+    except FwError as exc:
+        raise with_retry_hint(exc, [kind, reference], create, data, category, api_key_stdin) from None
     verb = "Created" if create else "Saved"
     emit(doc, as_json, lambda c: render_written(c, doc, verb))
 
 
-def _payload(kind: str, data: Optional[str], api_key_stdin: bool, category: Optional[str]) -> Any:
+def with_retry_hint(exc: FwError, target: list[str], create: bool, data: Optional[str], category: Optional[str], api_key_stdin: bool) -> FwError:
+    """A write that named a resource that exists (with --create) or does not (without it):
+    the hint gives the same command the other way round, ready to run."""
+    import shlex
+
+    flips = (exc.code == "exists" and create) or (exc.code == "not_found" and not create and exc.message.startswith("no "))
+    if not flips or api_key_stdin:
+        return exc
+    words = ["fw", "resource", "write", *target, *([] if create else ["--create"])]
+    words += ["--category", category] if category else []
+    words += ["--data", data] if data is not None else []
+    verb = "to change it, drop --create" if create else "to create it, add --create"
+    return FwError(exc.code, exc.message, f"{verb}: `{shlex.join(words)}`", **exc.extra)
+
+
+def _payload(kind: str, reference: str, data: Optional[str], api_key_stdin: bool, category: Optional[str]) -> Any:
     if data is None and not api_key_stdin and category is None:
         raise FwError("usage", "nothing to write: give --data", "e.g. --data '{\"description\": \"...\"}', --data @file.json or --data -")
     payload = read_data_arg(data, "--data") if data is not None else {}
@@ -96,9 +141,9 @@ def _payload(kind: str, data: Optional[str], api_key_stdin: bool, category: Opti
         try:
             key = sys.stdin.read().strip()
         except UnicodeDecodeError:
-            raise FwError("usage", "the key on standard input is not UTF-8 text", "pipe the key itself: `printf %s \"$KEY\" | fw resource write provider NAME --api-key-stdin`") from None
+            raise FwError("invalid", "the key on standard input is not UTF-8 text", f"pipe the key itself: `printf %s \"$KEY\" | fw resource write provider {reference} --api-key-stdin`") from None
         if not key:
-            raise FwError("invalid", "no key on standard input", "pipe the key in: `printf %s \"$KEY\" | fw resource write provider NAME --api-key-stdin`")
+            raise FwError("invalid", "no key on standard input", f"pipe the key in: `printf %s \"$KEY\" | fw resource write provider {reference} --api-key-stdin`")
         if isinstance(payload, dict):
             payload["api_key"] = key
     return payload
@@ -141,7 +186,7 @@ def delete(
     --confirm and exactly that plan; if the home changed meanwhile, nothing is deleted."""
     from ..domain.deletion import resource_delete
 
-    doc = resource_delete(home_of(ctx), kind.value, reference, recursive=recursive, confirm=confirm)
+    doc = resource_delete(home_of(ctx), kind, reference, recursive=recursive, confirm=confirm)
     emit(doc, as_json, lambda c: render_deletion(c, doc))
 
 
@@ -187,8 +232,8 @@ def test(ctx: typer.Context, kind: KindArg, reference: RefArg, as_json: JsonOpt 
     """Check a provider's or MCP server's configuration statically (no network, no process)."""
     from ..domain.probes import resource_test
 
-    doc = resource_test(home_of(ctx), kind.value, reference)
-    emit(doc, as_json, lambda c: table(c, f"{kind.value} {reference}: {'ok' if doc['ok'] else 'problems found'}", ["check", "ok", "detail"], [[x["name"], x["ok"], x["detail"]] for x in doc["checks"]], "no checks"))
+    doc = resource_test(home_of(ctx), kind, reference)
+    emit(doc, as_json, lambda c: table(c, f"{kind} {reference}: {'ok' if doc['ok'] else 'problems found'}", ["check", "ok", "detail"], [[x["name"], x["ok"], x["detail"]] for x in doc["checks"]], "no checks"))
     if not doc["ok"]:
         raise typer.Exit(EXIT_CODES["invalid"])
 
@@ -200,3 +245,19 @@ def models(ctx: typer.Context, reference: RefArg, as_json: JsonOpt = False) -> N
 
     doc = provider_models(home_of(ctx), reference)
     emit(doc, as_json, lambda c: table(c, f"models of {reference}", ["model"], [[m] for m in doc["models"]], "The provider lists no models."))
+
+
+@app.command("schema")
+def schema(kind: KindArg, as_json: JsonOpt = False) -> None:
+    """Show the fields a kind takes: which are required, what each accepts (--json: the
+    JSON Schema too)."""
+    from ..home.kinds import kind_spec
+    from ..home.models import field_table, json_schema
+
+    kind_spec(kind)  # an unknown kind is refused with the closest one
+    fields = field_table(kind)
+    if KINDS[kind].has_body:
+        fields.append({"field": "body", "required": False, "accepts": "text", "description": "the Markdown text after the front matter"})
+    doc = {"kind": kind, "fields": fields, "schema": json_schema(kind)}
+    rows = [[f["field"], "yes" if f["required"] else "", f["accepts"], f["description"]] for f in fields]
+    emit(doc, as_json, lambda c: table(c, f"fields of {article(kind)}", ["field", "required", "accepts", "description"], rows, "no fields"))

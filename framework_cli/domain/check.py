@@ -9,6 +9,7 @@ from typing import Any
 from ..errors import FwError
 from ..home.kinds import DEFAULT_CATEGORY, DEFAULT_PROMPT, KINDS
 from ..home.store import Home
+from ..suggest import article
 
 
 def check_home(home: Home) -> dict[str, Any]:
@@ -146,4 +147,4 @@ def _stray_files(home: Home, spec: Any, warnings: list[dict[str, Any]]) -> None:
                 stray = not entry.name.endswith(suffix or "")  # a folder named so is reported as corrupt
             if stray:
                 rel = f"{spec.folder}/{category}/{entry.name}"
-                warnings.append({"code": "stray", "path": rel, "message": f"{rel} is not a {spec.name} file and is ignored"})
+                warnings.append({"code": "stray", "path": rel, "message": f"{rel} is not {article(spec.name)} file and is ignored"})

@@ -9,6 +9,7 @@ from ..errors import FwError
 from ..home.kinds import check_name, is_reserved
 from ..home.records import edit_record, find_one, load_record
 from ..home.store import Home
+from ..suggest import did_you_mean, hint_with
 
 PRINCIPALS = "principals"
 BINDINGS = "bindings"
@@ -43,6 +44,26 @@ def principal_list(home: Home) -> dict[str, Any]:
     return {"principals": items}
 
 
+def principal_names(home: Home, folder: str = PRINCIPALS) -> list[str]:
+    """The names of the principals (or, with folder BINDINGS, of the bound ones), unread."""
+    try:
+        return sorted(e.name[:-5] for e in os.scandir(home.path(folder)) if e.name.endswith(".yaml") and not e.name.startswith("."))
+    except FileNotFoundError:
+        return []
+
+
+def no_binding(home: Home, principal: str, hint: str) -> FwError:
+    """`not_found` for a binding, with the closest bound principal when there is one."""
+    suggestion = did_you_mean(principal, principal_names(home, BINDINGS))
+    return FwError("not_found", f"principal {principal!r} has no binding", hint_with(suggestion, hint), **suggestion)
+
+
+def no_principal(home: Home, name: str, hint: str) -> FwError:
+    """`not_found` for a principal, with the closest existing name when there is one."""
+    suggestion = did_you_mean(name, principal_names(home))
+    return FwError("not_found", f"no principal named {name!r}", hint_with(suggestion, hint), **suggestion)
+
+
 def get_principal(home: Home, name: str) -> dict[str, Any] | None:
 
     rel = f"{PRINCIPALS}/{name}.yaml"
@@ -68,6 +89,23 @@ def principal_create(home: Home, name: str, kind: str) -> dict[str, Any]:
             raise FwError("exists", f"principal {name!r} already exists", "see them with `fw principal list`")
         data = edit_record(home, "principal", f"{PRINCIPALS}/{name}.yaml", {"kind": kind})
     return {"principal": {"name": name, "kind": data["kind"]}, "created": True}
+
+
+def principal_delete(home: Home, name: str) -> dict[str, Any]:
+    """Delete an identity; refused (`in_use`) while a binding makes it run an agent."""
+    check_name(name, "principal name")
+    with home.locked():
+        if not home.exists(f"{PRINCIPALS}/{name}.yaml"):
+            raise no_principal(home, name, "see them with `fw principal list`")
+        if home.exists(f"{BINDINGS}/{name}.yaml"):
+            raise FwError(
+                "in_use",
+                f"principal {name!r} is in use: a binding makes it run an agent",
+                f"remove the binding first: `fw binding remove {name}`",
+                items=[f"binding/{name}"],
+            )
+        home.remove(f"{PRINCIPALS}/{name}.yaml")
+    return {"principal": name, "deleted": True}
 
 
 def _present_binding(home: Home, principal: str, data: dict[str, Any]) -> dict[str, Any]:
@@ -170,6 +208,19 @@ def tool_groups(home: Home, definition: dict[str, Any]) -> list[dict[str, Any]]:
     return mount_notes(definition, Snapshot(definition, tool_call, harness, {}))
 
 
+def binding_command(home: Home, principal: str) -> str:
+    """`fw binding set P --agent A`, with the agent named when the home says which: one of
+    P's name, or the only agent there is."""
+    from ..home.kinds import KINDS
+    from ..home.records import resource_names
+
+    agents = resource_names(home, KINDS["agent"])
+    agent = principal if principal in agents else next(iter(agents)) if len(agents) == 1 else None
+    if agent is None:
+        return f"`fw binding set {principal} --agent AGENT`, AGENT one of `fw agent list`"
+    return f"`fw binding set {principal} --agent {agent}`"
+
+
 def _binding_next_step(principal: str, enabled: bool) -> dict[str, Any]:
     if enabled:
         return {"command": f"fw run start --principal {principal}", "why": "the binding is enabled: start a managed run"}
@@ -198,7 +249,7 @@ def agent_bind(
     with home.locked():
         who = get_principal(home, principal)
         if who is None:
-            raise FwError("invalid", f"no principal named {principal!r}", f"create it first: `fw principal create {principal} --kind agent`")
+            raise no_principal(home, principal, f"create it first: `fw principal create {principal} --kind agent`")
         if who["kind"] != "agent":
             raise FwError("invalid", f"principal {principal!r} is a {who['kind']}, not an agent identity", "bind an identity of kind agent")
         try:
@@ -206,7 +257,7 @@ def agent_bind(
         except FwError as exc:
             if exc.code != "not_found":
                 raise
-            raise FwError("invalid", f"no agent named {agent!r}", "see them with `fw agent list`") from None
+            raise FwError("invalid", exc.message, exc.hint.replace("fw resource list agent", "fw agent list"), **exc.extra) from None
         patch: dict[str, Any] = {"agent": agent}
         if _binding_record(home, principal) is None:
             patch.update(enabled=True, policy="mentioned")
@@ -224,7 +275,7 @@ def agent_set_enabled(home: Home, principal: str, enabled: bool) -> dict[str, An
         raise FwError("invalid", "enabled must be true or false")
     with home.locked():
         if _binding_record(home, principal) is None:
-            raise FwError("not_found", f"principal {principal!r} has no binding", f"bind it first: `fw binding set {principal} --agent AGENT`")
+            raise no_binding(home, principal, f"bind it first: {binding_command(home, principal)}")
         record = edit_record(home, "binding", f"{BINDINGS}/{principal}.yaml", {"enabled": enabled})
     return {"binding": _present_binding(home, principal, record), "enabled": enabled}
 
@@ -233,6 +284,6 @@ def agent_unbind(home: Home, principal: str) -> dict[str, Any]:
     check_name(principal, "principal name")
     with home.locked():
         if not home.exists(f"{BINDINGS}/{principal}.yaml"):
-            raise FwError("not_found", f"principal {principal!r} has no binding", "see them with `fw binding list`")
+            raise no_binding(home, principal, "see them with `fw binding list`")
         home.remove(f"{BINDINGS}/{principal}.yaml")
     return {"principal": principal, "unbound": True}

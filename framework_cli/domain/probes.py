@@ -11,6 +11,7 @@ from ..home import secrets
 from ..home.kinds import KINDS, check_name
 from ..home.records import find_one, parse_text, validate_stored
 from ..home.store import Home
+from ..suggest import plural
 from .resources import resource_read
 
 
@@ -47,7 +48,7 @@ def resource_test(home: Home, kind: str, reference: str) -> dict[str, Any]:
             present = bool(os.environ.get(var))
             checks.append(_check("api_key_env", present, f"${var} is {'set' if present else 'not set in this environment'}"))
         else:
-            checks.append(_check("api_key", False, f"no key: set one with `fw resource write provider {reference} --api-key-stdin`"))
+            checks.append(_check("api_key", False, f"no key: store one with `printf %s \"$KEY\" | fw resource write provider {reference} --api-key-stdin`"))
     else:
         if plain["transport"] == "stdio":
             found = shutil.which(plain["command"])
@@ -55,7 +56,7 @@ def resource_test(home: Home, kind: str, reference: str) -> dict[str, Any]:
         else:
             checks.append(_check("url", plain["url"].startswith(("http://", "https://")), plain["url"]))
         names = sorted({**(plain.get("env") or {}), **(stored.get("env") or {}), **(plain.get("headers") or {}), **(stored.get("headers") or {})})
-        checks.append(_check("secrets", True, f"{len(names)} secret value(s) stored" if names else "no secret values"))
+        checks.append(_check("secrets", True, f"{plural(len(names), 'secret value')} stored" if names else "no secret values"))
     return {"ok": all(c["ok"] for c in checks), "checks": checks}
 
 
@@ -65,10 +66,15 @@ def provider_key(home: Home, reference: str, data: dict[str, Any]) -> str:
     if not key and data.get("api_key_env"):
         key = os.environ.get(data["api_key_env"])
         if not key:
-            raise FwError("invalid", f"provider {reference!r} reads its key from ${data['api_key_env']}, which is not set", f"export {data['api_key_env']}=..., or store a key with `fw resource write provider {reference} --api-key-stdin`")
+            raise FwError(
+                "invalid",
+                f"provider {reference!r} reads its key from ${data['api_key_env']}, which is not set",
+                f"set ${data['api_key_env']} in this shell, or store the key instead: "
+                f"`printf %s \"$KEY\" | fw resource write provider {reference} --data '{{\"api_key_env\": null}}' --api-key-stdin`",
+            )
         secrets.remember(key)
     if not key:
-        raise FwError("invalid", f"provider {reference!r} has no key", f"set one with `fw resource write provider {reference} --api-key-stdin`")
+        raise FwError("invalid", f"provider {reference!r} has no key", f"store one: `printf %s \"$KEY\" | fw resource write provider {reference} --api-key-stdin`")
     return key
 
 

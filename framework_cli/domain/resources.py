@@ -7,12 +7,14 @@ tools of the `resource_management` group call these and only render what they re
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterator
 from typing import Any
 
 from ..errors import FwError
 from ..home import secrets
 from ..home.kinds import DEFAULT_CATEGORY, KINDS, KindSpec, check_name, kind_spec
 from ..home.records import (
+    check_reference,
     find_one,
     fix_hint,
     load_for_edit,
@@ -23,6 +25,7 @@ from ..home.records import (
 )
 from ..home.secrets import REDACTED
 from ..home.store import Home
+from ..suggest import did_you_mean, hint_with, plural
 
 MISSING: Any = object()
 
@@ -37,44 +40,52 @@ def refs_of(spec: KindSpec, plain: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 def index_entry(spec: KindSpec, category: str, name: str, rel: str, text: str | None) -> dict[str, Any]:
-    """What the index keeps of one file: summary, references, or why it is corrupt.
-    Never a secret value: the index lives outside secrets/."""
-    entry: dict[str, Any] = {"name": name, "category": category, "path": rel}
+    """What the index knows of one file: where it is, and its `summarize`."""
+    return {"name": name, "category": category, "path": rel, **summarize(spec, name, rel, text)}
+
+
+def summarize(spec: KindSpec, name: str, rel: str, text: str | None) -> dict[str, Any]:
+    """What the index keeps of one file: summary, references, or why it is corrupt. Never a
+    secret value: the index lives outside secrets/. Where the file is, the index's key says."""
     try:
         if text is None:
             raise FwError("corrupt", f"{rel}: the file is missing", fix_hint(rel), path=rel)
         data, _ = parse_text(spec, text, rel)
         plain = validate_stored(spec, name, data, rel)
     except FwError as exc:
-        entry["error"] = {"code": "corrupt", "message": exc.message, **exc.extra}
-        return entry
-    entry["summary"] = {k: plain[k] for k in spec.summary if k in plain}
-    entry["refs"] = refs_of(spec, plain)
-    entry["plaintext_secret"] = any(plain.get(f) for f in spec.secret_fields)
-    return entry
+        return {"error": {"code": "corrupt", "message": exc.message, **exc.extra}}
+    return {
+        "summary": {k: plain[k] for k in spec.summary if k in plain},
+        "refs": refs_of(spec, plain),
+        "plaintext_secret": any(plain.get(f) for f in spec.secret_fields),
+    }
 
 
-def _entry_shape(entry: Any) -> bool:
-    """Whether a cached index entry has the shape `index_entry` gives."""
-    if not isinstance(entry, dict) or not isinstance(entry.get("name"), str) or not isinstance(entry.get("category"), str):
+def _summary_shape(entry: Any) -> bool:
+    """Whether a cached index entry has the shape `summarize` gives."""
+    if type(entry) is not dict:
         return False
     if "error" in entry:
         return isinstance(entry["error"], dict) and isinstance(entry["error"].get("message"), str)
+    refs = entry.get("refs")
     return (
-        isinstance(entry.get("summary"), dict)
-        and isinstance(entry.get("refs"), list)
-        and all(isinstance(r, list) and len(r) == 2 and all(isinstance(x, str) for x in r) for r in entry["refs"])
-        and isinstance(entry.get("plaintext_secret"), bool)
+        type(entry.get("summary")) is dict
+        and type(refs) is list
+        and all(type(r) is list and len(r) == 2 and type(r[0]) is str and type(r[1]) is str for r in refs)
+        and type(entry.get("plaintext_secret")) is bool
     )
+
+
+def summaries(home: Home, spec: KindSpec, category: str | None = None) -> Iterator[tuple[str, str, str, dict[str, Any]]]:
+    """(category, name, relative path, `summarize` of the file) of every resource of a kind,
+    read through the home's index. The caller saves the index when done."""
+    for cat, name, rel in home.resource_files(spec, category):
+        yield cat, name, rel, home.cached(rel, lambda text, n=name, r=rel: summarize(spec, n, r, text), _summary_shape)
 
 
 def scan(home: Home, kind: str, category: str | None = None) -> list[dict[str, Any]]:
     """Every resource of a kind as an index entry, read through the home's index."""
-    spec = KINDS[kind]
-    out = []
-    for cat, name, rel in home.resource_files(spec, category):
-        entry = home.cached(rel, lambda text, c=cat, n=name, r=rel: index_entry(spec, c, n, r, text), _entry_shape)
-        out.append(entry)
+    out = [{"name": name, "category": cat, "path": rel, **cached} for cat, name, rel, cached in summaries(home, KINDS[kind], category)]
     home.save_index()
     return out
 
@@ -100,16 +111,16 @@ def present(home: Home, spec: KindSpec, name: str, plain: dict[str, Any]) -> dic
     return shown
 
 
-def _summary_item(home: Home, spec: KindSpec, entry: dict[str, Any]) -> dict[str, Any]:
-    item: dict[str, Any] = {"name": entry["name"], "category": entry["category"]}
+def _summary_item(home: Home, spec: KindSpec, category: str, name: str, entry: dict[str, Any]) -> dict[str, Any]:
     if "error" in entry:
-        item["error"] = entry["error"]
+        return {"name": name, "category": category, "error": entry["error"]}
+    item: dict[str, Any] = {"name": name, "category": category, **entry["summary"]}
+    if not spec.secret_fields:
         return item
-    item.update(entry["summary"])
     if spec.name == "provider":
-        item["api_key_set"] = entry["plaintext_secret"] or secrets.has(home, "provider", entry["name"])
-    if spec.secret_fields and secrets.has(home, spec.name, entry["name"]):
-        damaged = secrets.problem(home, spec.name, entry["name"])
+        item["api_key_set"] = entry["plaintext_secret"] or secrets.has(home, "provider", name)
+    if secrets.has(home, spec.name, name):
+        damaged = secrets.problem(home, spec.name, name)
         if damaged:
             item["error"] = damaged
     return item
@@ -120,13 +131,27 @@ def resource_list(home: Home, kind: str, category: str | None = None) -> dict[st
     spec = kind_spec(kind)
     if category is not None:
         _require_category(home, spec, check_name(category, "category"))
-    items = [_summary_item(home, spec, e) for e in scan(home, kind, category)]
+    items = [_summary_item(home, spec, cat, name, entry) for cat, name, _, entry in summaries(home, spec, category)]
+    home.save_index()
     return {"kind": kind, "items": items}
+
+
+def resource_list_all(home: Home, category: str | None = None) -> dict[str, Any]:
+    """Every kind's listing, in the kinds' order; with `category`, the kinds that have it."""
+    lists = []
+    for kind, spec in KINDS.items():
+        if category is None or category in home.categories(spec):
+            lists.append(resource_list(home, kind, category))
+    if category is not None and not lists:
+        check_name(category, "category")
+        suggestion = did_you_mean(category, {c for spec in KINDS.values() for c in home.categories(spec)})
+        raise FwError("not_found", f"no kind has a category {category!r}", hint_with(suggestion, "see a kind's with `fw category list KIND`"), **suggestion)
+    return {"kinds": lists}
 
 
 def resource_read(home: Home, kind: str, reference: str) -> dict[str, Any]:
     spec = kind_spec(kind)
-    check_name(reference, f"{kind} reference")
+    check_reference(home, spec, reference)
     category, rel = find_one(home, spec, reference)
     text = home.read_text(rel)
     if text is None:
@@ -145,11 +170,14 @@ def shown(home: Home, spec: KindSpec, name: str, category: str, plain: dict[str,
 
 
 def _require_category(home: Home, spec: KindSpec, category: str) -> None:
-    if category not in home.categories(spec):
+    categories = home.categories(spec)
+    if category not in categories:
+        suggestion = did_you_mean(category, categories)
         raise FwError(
-            "invalid",
-            f"{spec.name} category {category!r} does not exist",
-            f"create it with `fw category create {spec.name} {category}`",
+            "not_found",
+            f"no {spec.name} category {category!r}",
+            hint_with(suggestion, f"create it with `fw category create {spec.name} {category}`"),
+            **suggestion,
         )
 
 
@@ -163,12 +191,13 @@ def _check_refs(home: Home, spec: KindSpec, name: str, plain: dict[str, Any]) ->
         if kind not in known:
             known[kind] = names(home, kind)
         if ref not in known[kind]:
+            suggestion = did_you_mean(ref, known[kind])
             raise FwError(
                 "invalid",
                 f"{spec.name} {name!r} names {kind} {ref!r}, which does not exist",
-                f"create it first (`fw resource write {kind} {ref} --create --data ...`) "
-                f"or see what exists with `fw resource list {kind}`",
+                hint_with(suggestion, f"see the {KINDS[kind].folder} there are with `fw resource list {kind}`, or create it first"),
                 field=next(f for f, k, _ in spec.refs if k == kind),
+                **suggestion,
             )
 
 
@@ -198,7 +227,10 @@ def resource_write(
     from ..home.yamlio import join_front_matter, rt_dump, to_commented, to_plain
 
     spec = kind_spec(kind)
-    check_name(reference, f"{kind} reference")
+    if create:
+        check_name(reference, f"{kind} reference")
+    else:
+        check_reference(home, spec, reference)
     if category is not None:
         check_name(category, "category")
     if not isinstance(data, dict):
@@ -284,8 +316,10 @@ def resource_write(
                 home.rename(move_from, move_to)
             if to_plain(doc) != before or new_body != old_body:  # a no-op edit rewrites nothing
                 home.write_text(new_rel, new_text)
+        changed = old_rel != new_rel or to_plain(doc) != before or new_body != old_body or new_secret != stored_secret
 
         result = shown(home, spec, reference, target_category, plain, new_body)
+        result["changed"] = changed
         if kind == "agent":
             from .identities import activation
 
@@ -328,16 +362,25 @@ def category_delete(home: Home, kind: str, category: str) -> dict[str, Any]:
     if category == DEFAULT_CATEGORY:
         raise FwError("protected", f"the {kind} category 'default' cannot be deleted", "every kind keeps its default category")
     with home.locked():
-        if category not in home.categories(spec):
-            raise FwError("not_found", f"no {kind} category {category!r}", f"see them with `fw category list {kind}`")
+        categories = home.categories(spec)
+        if category not in categories:
+            suggestion = did_you_mean(category, categories)
+            raise FwError("not_found", f"no {kind} category {category!r}", hint_with(suggestion, f"see them with `fw category list {kind}`"), **suggestion)
         contents = home.leftovers(f"{spec.folder}/{category}")
         if contents:
             items = [f"{kind}/{n.rsplit('.', 1)[0] if spec.layout != 'skill' else n}" if not n.startswith(".") else n for n in contents]
             raise FwError(
                 "not_empty",
-                f"{kind} category {category!r} is not empty ({len(contents)} entries)",
-                "move or delete what it holds first (`fw resource write KIND REF --category default --data '{}'`)",
+                f"{kind} category {category!r} is not empty ({plural(len(contents), 'entry', 'entries')})",
+                _emptying_hint(kind, items),
                 items=items,
             )
         home.remove_empty_dir(f"{spec.folder}/{category}")
     return {"kind": kind, "category": category, "deleted": True}
+
+
+def _emptying_hint(kind: str, items: list[str]) -> str:
+    first = next((i.split("/", 1)[1] for i in items if i.startswith(f"{kind}/")), None)
+    if first is None:
+        return "remove what it holds by hand first: fw never deletes files it did not write"
+    return f"move or delete what it holds first, e.g. `fw resource write {kind} {first} --category default`"

@@ -134,7 +134,7 @@ def prepare_run(
         definition = resource_read(home, "agent", agent)["data"]
     except FwError as exc:
         if exc.code == "not_found":
-            raise FwError("not_found", f"no agent named {agent!r}", "see them with `fw agent list`") from None
+            raise FwError("not_found", exc.message, exc.hint.replace("fw resource list agent", "fw agent list"), **exc.extra) from None
         raise
     model = _load_part(home, agent, "model", definition["model"]) if definition.get("model") else None
     harness = _load_part(home, agent, "harness", definition["harness"]) if definition.get("harness") else None
@@ -142,12 +142,12 @@ def prepare_run(
 
 
 def _enabled_binding(home: Home, principal: str) -> dict[str, Any]:
-    from .identities import get_binding
+    from .identities import binding_command, get_binding
 
     _require_agent_identity(home, principal)
     binding = get_binding(home, principal)
     if binding is None:
-        raise FwError("not_found", f"principal {principal!r} has no binding", f"bind it: `fw binding set {principal} --agent AGENT`")
+        raise FwError("not_found", f"principal {principal!r} has no binding", f"bind it: {binding_command(home, principal)}")
     if not binding["enabled"]:
         raise FwError("denied", f"the binding of {principal!r} is disabled", f"enable it: `fw binding enable {principal}`")
     return binding
@@ -200,11 +200,11 @@ def run_start(
 
 def _require_agent_identity(home: Home, principal: str) -> None:
     """A managed run acts as its principal: a missing or damaged identity stops it."""
-    from .identities import get_principal
+    from .identities import get_principal, no_principal
 
     who = get_principal(home, principal)  # `corrupt` when the file is damaged
     if who is None:
-        raise FwError("not_found", f"no principal named {principal!r}", f"create it: `fw principal create {principal} --kind agent`")
+        raise no_principal(home, principal, f"create it: `fw principal create {principal} --kind agent`")
     if who["kind"] != "agent":
         raise FwError("invalid", f"principal {principal!r} is a {who['kind']}, not an agent identity", "a managed run acts as a principal of kind agent")
 
@@ -219,7 +219,7 @@ def present(record: dict[str, Any]) -> dict[str, Any]:
 
 def load_run(home: Home, run_id: str) -> dict[str, Any]:
     if not isinstance(run_id, str) or not RUN_ID_RE.fullmatch(run_id):
-        raise FwError("not_found", f"no run {run_id!r}", "run ids look like run-20261130T120000-1a2b3c4d; see `fw run list`")
+        raise FwError("invalid", f"{run_id!r} is not a run id", "run ids look like run-20261130T120000-1a2b3c4d; see them with `fw run list`")
     text = home.read_text(f"{RUNS}/{run_id}.json")
     if text is None:
         raise FwError("not_found", f"no run {run_id!r}", "see `fw run list`")
@@ -303,3 +303,34 @@ def run_end(home: Home, run_id: str) -> dict[str, Any]:
             record["ended_at"] = _iso(_now())
             home.write_text(f"{RUNS}/{run_id}.json", json.dumps(record, indent=2) + "\n")
     return present(record)
+
+
+def _finished_at(record: dict[str, Any]) -> datetime | None:
+    """When a run stopped being able to act: ended, or its lease ran out; None while active."""
+    shown = present(record)
+    if shown["status"] == "ended":
+        return _parse(record["ended_at"]) if isinstance(record.get("ended_at"), str) else _parse(record["lease_expires_at"])
+    if shown["status"] == "expired":
+        return _parse(record["lease_expires_at"])
+    return None
+
+
+def run_prune(home: Home, ended_only: bool = False, older_than: float | None = None) -> dict[str, Any]:
+    """Delete the records of runs that can no longer act (ended, or lease run out): with
+    `ended_only` only those ended by `fw run end`, with `older_than` (seconds) only those
+    that stopped longer ago than that. Active runs and damaged records are kept."""
+    pruned, kept = [], 0
+    cutoff = _now() - timedelta(seconds=older_than or 0)
+    with home.locked():
+        for run in run_list(home)["runs"]:
+            try:
+                record = load_run(home, run["run_id"])
+                finished = _finished_at(record)
+            except (FwError, ValueError):
+                finished, record = None, None  # a damaged record is left for `fw home check` to report
+            if record is None or finished is None or (ended_only and record["status"] != "ended") or finished > cutoff:
+                kept += 1
+                continue
+            home.remove(f"{RUNS}/{run['run_id']}.json")
+            pruned.append(run["run_id"])
+    return {"pruned": pruned, "kept": kept}

@@ -100,10 +100,14 @@ def kind_spec(kind: str) -> KindSpec:
     try:
         return KINDS[kind]
     except (KeyError, TypeError):
+        from ..suggest import did_you_mean, hint_with
+
+        suggestion = did_you_mean(kind, KIND_NAMES)
         raise FwError(
             "invalid",
             f"unknown kind {kind!r}",
-            f"use one of: {', '.join(KIND_NAMES)}",
+            hint_with(suggestion, f"the kinds are {', '.join(KIND_NAMES)}"),
+            **suggestion,
         ) from None
 
 

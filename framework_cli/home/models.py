@@ -17,10 +17,13 @@ from pydantic import (
 from ..errors import FwError
 from .kinds import BUILTIN_GROUPS
 
-Name = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9_-]{0,62}$", max_length=63)]
+NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,62}$"
 # No user:password@ in the authority: credentials belong in secrets (a key, or mcp headers).
-Url = Annotated[str, Field(pattern=r"^https?://[^\s/?#@]+(?:[/?#]\S*)?$")]
-EnvName = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
+URL_PATTERN = r"^https?://[^\s/?#@]+(?:[/?#]\S*)?$"
+ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
+Name = Annotated[str, Field(pattern=NAME_PATTERN, max_length=63)]
+Url = Annotated[str, Field(pattern=URL_PATTERN)]
+EnvName = Annotated[str, Field(pattern=ENV_NAME_PATTERN)]
 # A model-side tool name: letters, digits, '_' and '-' (as the chat completions API allows).
 ToolName = Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]{1,128}$")]
 # An event type (message.received) or a shell-style pattern of them (message.*).
@@ -227,20 +230,75 @@ MODELS: dict[str, type[Strict]] = {
 }
 
 
+# What each pattern of the models accepts, in words: a regular expression is no message.
+PATTERN_WORDS = {
+    URL_PATTERN: "an http or https URL without user:password@ (e.g. https://api.openai.com/v1)",
+    NAME_PATTERN: "a name: 1-63 characters of a-z, 0-9, '_' and '-', starting with a letter or digit",
+    ENV_NAME_PATTERN: "an environment variable's name: letters, digits and '_', not starting with a digit",
+}
+# pydantic's wording for the other kinds of error, in plain words: what the field must be.
+TYPE_WORDS = {
+    "missing": "is required",
+    "bool_type": "must be true or false",
+    "int_type": "must be a whole number",
+    "string_type": "must be text",
+    "list_type": "must be a list",
+    "dict_type": "must be a mapping of fields",
+    "model_type": "must be a mapping of fields",
+    "string_too_short": "must not be empty",
+}
+
+
+def field_path(loc: tuple[Any, ...]) -> str:
+    """`capabilities.tool_call`, `builtin_tools[0]`, `env.1A (a name)`."""
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif part == "[key]":
+            out += " (a name)"
+        else:
+            out += f".{part}" if out else str(part)
+    return out
+
+
+def _plain_words(err: dict[str, Any]) -> str:
+    kind, ctx = err["type"], err.get("ctx") or {}
+    if kind == "string_pattern_mismatch":
+        return f"must be {PATTERN_WORDS.get(ctx.get('pattern'), 'in the documented form')}"
+    if kind == "literal_error":
+        return f"must be {ctx.get('expected', 'one of the documented values')}"
+    if kind == "greater_than_equal":
+        return f"must be at least {ctx.get('ge')}"
+    if kind in TYPE_WORDS:
+        return TYPE_WORDS[kind]
+    return str(err["msg"]).removeprefix("Value error, ").replace("Input should be", "must be")
+
+
 def describe_error(exc: ValidationError) -> tuple[str, str]:
     """The first problem as (field, message). Input values are never quoted: they may be keys."""
     err = exc.errors(include_url=False, include_input=False)[0]
-    field = ".".join(str(part) for part in err["loc"])
+    field = field_path(err["loc"])
     if err["type"] == "extra_forbidden":
         return field, f"unknown field {field!r}"
-    msg = err["msg"].removeprefix("Value error, ")
-    return field, (f"{field}: {msg}" if field else msg)
+    if err["type"] == "value_error":
+        return field, str(err["msg"]).removeprefix("Value error, ")
+    return field, f"{field or 'the definition'} {_plain_words(err)}"
+
+
+def accepted_fields(kind: str) -> str:
+    """The fields a kind takes, in words, for a hint."""
+    from ..suggest import article
+
+    fields = ", ".join([*MODELS[kind].model_fields, *(["body (its text)"] if kind in ("prompt", "skill") else [])])
+    more = f"; see each with `fw resource schema {kind}`" if kind not in ("principal", "binding") else ""
+    return f"{article(kind)} takes {fields}{more}"
 
 
 def validate(kind: str, data: Any, where: str = "") -> Strict:
     """Validate a definition of `kind`; raise `invalid` naming the field at fault."""
     if not isinstance(data, dict):
-        raise FwError("invalid", f"{where or kind} must be a mapping, not {type(data).__name__}")
+        raise FwError("invalid", f"{where or kind} must be a mapping of fields, not {type(data).__name__}", accepted_fields(kind))
     try:
         return MODELS[kind].model_validate(data)
     except ValidationError as exc:
@@ -248,7 +306,7 @@ def validate(kind: str, data: Any, where: str = "") -> Strict:
         raise FwError(
             "invalid",
             f"{where + ': ' if where else ''}{message}",
-            f"see schemas/{kind}.json for the fields a {kind} takes",
+            accepted_fields(kind),
             field=field,
         ) from None
 
@@ -263,3 +321,42 @@ def json_schema(kind: str) -> dict[str, Any]:
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["$id"] = f"{kind}.json"
     return schema
+
+
+SHORT_PATTERN_WORDS = {
+    URL_PATTERN: "an http or https URL without user:password@",
+    NAME_PATTERN: "a name (a-z, 0-9, '_', '-')",
+    ENV_NAME_PATTERN: "an environment variable's name",
+}
+
+
+def _accepts(prop: dict[str, Any], defs: dict[str, Any]) -> str:
+    """What a JSON Schema property accepts, in words."""
+    if "$ref" in prop:
+        sub = defs[prop["$ref"].rsplit("/", 1)[1]]
+        inner = "; ".join(f"{k}: {_accepts(v, defs)}" for k, v in sub["properties"].items())
+        return f"a mapping ({inner})"
+    options = [p for p in prop.get("anyOf", [prop]) if p.get("type") != "null"]
+    if len(options) != 1:
+        return " or ".join(_accepts(p, defs) for p in options)
+    prop = options[0]
+    if "enum" in prop:
+        return "one of " + ", ".join(map(str, prop["enum"]))
+    if "pattern" in prop:
+        return SHORT_PATTERN_WORDS.get(prop["pattern"], "text")
+    kind = prop.get("type")
+    if kind == "array":
+        return f"a list, each {_accepts(prop.get('items', {}), defs)}"
+    if kind == "object":
+        return f"a mapping of names to {_accepts(prop.get('additionalProperties') or {'type': 'string'}, defs)}"
+    return {"boolean": "true or false", "integer": "a whole number", "string": "text"}.get(kind or "", "any value")
+
+
+def field_table(kind: str) -> list[dict[str, Any]]:
+    """Each field a kind takes: whether it is required, what it accepts, what it is for."""
+    schema = json_schema(kind)
+    required, defs = set(schema.get("required", [])), schema.get("$defs", {})
+    return [
+        {"field": name, "required": name in required, "accepts": _accepts(prop, defs), "description": prop.get("description", "")}
+        for name, prop in schema["properties"].items()
+    ]

@@ -10,8 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import FwError
+from ..suggest import did_you_mean, hint_with
 from . import secrets
-from .kinds import NAME_RE, KindSpec, is_reserved
+from .kinds import NAME_RE, KindSpec, check_name, is_reserved
 from .store import NOT_TEXT, Home
 from .yamlio import YamlProblem, fast_load, split_front_matter
 
@@ -134,13 +135,21 @@ def edit_record(home: Home, kind: str, rel: str, patch: dict[str, Any]) -> dict[
         home.write_text(rel, rt_dump(doc))
     return plain
 
+
+def resource_names(home: Home, spec: KindSpec) -> set[str]:
+    """The names of a kind's files, read from the folders alone (no file is parsed)."""
+    return {name for _, name, _ in home.resource_files(spec)}
+
+
 def find_one(home: Home, spec: KindSpec, name: str) -> tuple[str, str]:
     found = home.locate(spec, name)
     if not found:
+        suggestion = did_you_mean(name, resource_names(home, spec))
         raise FwError(
             "not_found",
             f"no {spec.name} named {name!r}",
-            f"list them with `fw resource list {spec.name}`",
+            hint_with(suggestion, f"list them with `fw resource list {spec.name}`"),
+            **suggestion,
         )
     if len(found) > 1:
         cats = ", ".join(c for c, _ in found)
@@ -150,6 +159,17 @@ def find_one(home: Home, spec: KindSpec, name: str) -> tuple[str, str]:
             "names are unique within a kind: remove or rename all copies but one by hand",
         )
     return found[0]
+
+
+def check_reference(home: Home, spec: KindSpec, name: object) -> str:
+    """`check_name` for a reference to an existing resource: a malformed one close to a
+    name of the home (`Ops` for `ops`) says which it probably meant."""
+    try:
+        return check_name(name, f"{spec.name} reference")
+    except FwError as exc:
+        suggestion = did_you_mean(name, resource_names(home, spec))
+        raise FwError(exc.code, exc.message, hint_with(suggestion, exc.hint), **suggestion) from None
+
 
 def refuse_secret_values(home: Home, data: Any, body: str | None) -> None:
     """A stored secret value copied into a plain field (or a prompt's text) would be written

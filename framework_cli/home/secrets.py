@@ -90,7 +90,7 @@ def load(home: Home, kind: str, name: str) -> dict[str, Any]:
         raise FwError(
             "corrupt",
             f"{rel} is not a JSON object of secret values",
-            f"store the secret again (for a provider: `fw resource write provider {name} --api-key-stdin`), or fix or remove {rel} by hand",
+            f"store the secret again (for a provider: `printf %s \"$KEY\" | fw resource write provider {name} --api-key-stdin`), or fix or remove {rel} by hand",
             path=rel,
         ) from None
     remember(data)

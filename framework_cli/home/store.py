@@ -8,6 +8,7 @@ never resources.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import time
@@ -17,11 +18,14 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import FwError
-from .kinds import DEFAULT_CATEGORY, KindSpec
+from .kinds import DEFAULT_CATEGORY, KINDS, KindSpec
+
+INDEXED_FOLDERS = frozenset(spec.folder for spec in KINDS.values())
 
 LOCK_FILE = ".lock"
-INDEX_FILE = ".index.json"
-INDEX_VERSION = 4
+INDEX_DIR = ".index"  # one file a kind's folder (agents.json, ...), so a listing decodes only its kind
+LEGACY_INDEX_FILE = ".index.json"  # the single index of earlier versions, removed when the new one is written
+INDEX_VERSION = 5
 RACY_NS = 2_000_000_000  # files modified this recently are not cached
 SECRETS_DIR = "secrets"
 HOME_MARKER_DIRS = ("providers", "agents")
@@ -50,8 +54,10 @@ class Home:
         self._root = str(self.root)
         self._lock_depth = 0
         self._lock_fd: int | None = None
-        self._index: dict[str, Any] | None = None
-        self._index_dirty = False
+        self._indexes: dict[str, dict[str, Any]] = {}  # index name -> {relative path: [stamp, entry]}
+        self._dirty_indexes: set[str] = set()
+        self._trusted_indexes: set[str] = set()  # read as fw wrote them: no entry needs checking
+        self._checked: set[str] = set()  # entries of other indexes checked (or made) by this process
 
     # -- opening -------------------------------------------------------------------------
     @classmethod
@@ -230,35 +236,51 @@ class Home:
     def resource_files(self, spec: KindSpec, category: str | None = None) -> Iterator[tuple[str, str, str]]:
         """(category, name, relative path) of every resource file of a kind, by category."""
         for cat in self.categories(spec) if category is None else [category]:
+            folder = f"{spec.folder}/{cat}"
             try:
-                entries = sorted(os.scandir(f"{self._root}/{spec.folder}/{cat}"), key=lambda e: e.name.rsplit(".", 1)[0])
+                with os.scandir(f"{self._root}/{folder}") as found:
+                    entries = [e for e in found if not e.name.startswith(".")]
             except FileNotFoundError:
                 continue
-            for entry in entries:
-                if entry.name.startswith("."):
-                    continue
-                if spec.layout == "skill":
-                    if entry.is_dir():
-                        yield cat, entry.name, f"{spec.folder}/{cat}/{entry.name}/SKILL.md"
-                    continue
-                suffix = ".yaml" if spec.layout == "yaml" else ".md"
-                if entry.name.endswith(suffix):  # a folder named so is listed, and read as corrupt
-                    yield cat, entry.name[: -len(suffix)], f"{spec.folder}/{cat}/{entry.name}"
+            if spec.layout == "skill":
+                for name in sorted(e.name for e in entries if e.is_dir()):
+                    yield cat, name, f"{folder}/{name}/SKILL.md"
+                continue
+            suffix = ".yaml" if spec.layout == "yaml" else ".md"
+            cut = -len(suffix)
+            # a folder named so is listed too, and read as corrupt
+            for name in sorted(e.name[:cut] for e in entries if e.name.endswith(suffix)):
+                yield cat, name, f"{folder}/{name}{suffix}"
 
     # -- the index -----------------------------------------------------------------------
-    def _load_index(self) -> dict[str, Any]:
-        if self._index is None:
-            files: dict[str, Any] = {}
-            raw = self.read_text(INDEX_FILE)
-            if raw:
-                try:
-                    doc = json.loads(raw)
-                    if isinstance(doc, dict) and doc.get("version") == INDEX_VERSION and isinstance(doc.get("files"), dict):
-                        files = doc["files"]
-                except ValueError:
-                    pass  # a damaged index is only a cold cache
-            self._index = files
-        return self._index
+    @staticmethod
+    def _index_name(rel: str) -> str:
+        folder = rel[: rel.find("/")]
+        return folder if folder in INDEXED_FOLDERS else "other"
+
+    def _load_index(self, name: str) -> dict[str, Any]:
+        """The cached entries of one index file, read once; a damaged file is only a cold cache.
+        A file whose first line is the sha256 of the rest is as fw wrote it: its entries are
+        trusted whole; any other is read entry by entry, each checked before use."""
+        files = self._indexes.get(name)
+        if files is None:
+            files = {}
+            raw = self.read_text(f"{INDEX_DIR}/{name}.json") or ""
+            digest, _, body = raw.partition("\n")
+            if body and hashlib.sha256(body.encode("utf-8")).hexdigest() == digest:
+                self._trusted_indexes.add(name)
+            else:
+                body = raw
+            try:
+                doc = json.loads(body) if body else None
+                if isinstance(doc, dict) and doc.get("version") == INDEX_VERSION and isinstance(doc.get("files"), dict):
+                    files = doc["files"]
+            except ValueError:
+                self._trusted_indexes.discard(name)  # a damaged index is only a cold cache
+            if files and name not in self._trusted_indexes:
+                self._dirty_indexes.add(name)  # written again with its checksum, keeping only entries checked
+            self._indexes[name] = files
+        return files
 
     def cached(
         self,
@@ -269,7 +291,8 @@ class Home:
         """`parse(text)` of a file, reused while the file's stamp (mtime, size, inode) holds
         and the cached entry has the shape `valid` expects (the index is only a cache: a
         damaged one is read past, never trusted)."""
-        index = self._load_index()
+        name = self._index_name(rel)
+        index = self._load_index(name)
         full = f"{self._root}/{rel}"  # plain strings: this runs once per file of a large home
         try:
             st = os.stat(full)
@@ -277,8 +300,12 @@ class Home:
         except OSError:
             stamp = None
         hit = index.get(rel)
-        if stamp is not None and isinstance(hit, list) and len(hit) == 2 and hit[0] == stamp and valid(hit[1]):
-            return hit[1]
+        if stamp is not None and type(hit) is list and len(hit) == 2 and hit[0] == stamp:
+            if name in self._trusted_indexes:
+                return hit[1]
+            if valid(hit[1]):
+                self._checked.add(rel)
+                return hit[1]
         try:
             with open(full, encoding="utf-8") as handle:
                 st = os.fstat(handle.fileno())  # the stamp of exactly what we read
@@ -294,26 +321,39 @@ class Home:
         # cached; the others are read again next time (git's "racy clean" rule).
         if stamp is not None and time.time_ns() - stamp[0] > RACY_NS:
             index[rel] = [stamp, entry]
-            self._index_dirty = True
-        else:
-            index.pop(rel, None)
+            self._checked.add(rel)
+            self._dirty_indexes.add(name)
+        elif index.pop(rel, None) is not None:
+            self._dirty_indexes.add(name)
         return entry
 
     def save_index(self) -> None:
-        """Write the index if it changed. A home we may not write is simply not cached."""
-        if not self._index_dirty or self._index is None:
-            return
-        self._index_dirty = False
-        live = {rel: v for rel, v in self._index.items() if os.path.exists(f"{self._root}/{rel}")}
-        text = json.dumps({"version": INDEX_VERSION, "files": live}, separators=(",", ":"))
+        """Write the index files that changed. A home we may not write is simply not cached."""
+        dirty, self._dirty_indexes = self._dirty_indexes, set()
+        for name in sorted(dirty):
+            files = self._indexes[name]
+            trusted = name in self._trusted_indexes
+            live = {rel: v for rel, v in files.items() if (trusted or rel in self._checked) and os.path.exists(f"{self._root}/{rel}")}
+            body = json.dumps({"version": INDEX_VERSION, "files": live}, separators=(",", ":"))
+            self._write_index(name, hashlib.sha256(body.encode("utf-8")).hexdigest() + "\n" + body)
+            self._indexes[name] = live
+            self._trusted_indexes.add(name)
+        if dirty:
+            try:
+                os.unlink(self.root / LEGACY_INDEX_FILE)
+            except OSError:
+                pass
+
+    def _write_index(self, name: str, text: str) -> None:
         import tempfile
 
         try:
-            target = self.root / INDEX_FILE
-            fd, tmp = tempfile.mkstemp(prefix=".index.", suffix=".tmp", dir=self.root)
+            folder = self.root / INDEX_DIR
+            folder.mkdir(exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=folder)
             with os.fdopen(fd, "w", encoding="utf-8") as handle:
                 handle.write(text)
             os.chmod(tmp, 0o644)
-            os.replace(tmp, target)
+            os.replace(tmp, folder / f"{name}.json")
         except OSError:
             pass

@@ -77,7 +77,7 @@ def audit_list(home: Home, limit: int = 50) -> dict[str, Any]:
     if not isinstance(limit, int) or limit < 1:
         from ..errors import FwError
 
-        raise FwError("usage", "--limit must be at least 1", "e.g. --limit 20")
+        raise FwError("invalid", "the limit must be a whole number, at least 1", "e.g. --limit 20")
     text = home.read_text(AUDIT_FILE) or ""
     entries = []
     for line in text.splitlines()[-limit:]:

@@ -158,10 +158,16 @@ def _validate_args(tool: Tool, args: Any) -> None:
         }.get(str(error.validator), f"fails {error.validator}")
         if error.validator == "additionalProperties":
             extra = sorted(set(args) - set(tool.input_schema.get("properties") or {}))
-            message = f"unknown parameter(s): {', '.join(extra)}"
+            message = f"unknown {'parameter' if len(extra) == 1 else 'parameters'}: {', '.join(extra)}"
         elif error.validator == "required":
             message = error.message.replace("'", "")
-        raise FwError("invalid", f"{tool.name}: {where}: {message}", "see the tool's input_schema in `fw tool list`", field=where)
+        elif error.validator == "enum":
+            message = f"must be one of: {', '.join(map(str, error.validator_value))}"
+        from ..suggest import did_you_mean, hint_with
+
+        suggestion = did_you_mean(error.instance, error.validator_value) if error.validator == "enum" else {}
+        hint = hint_with(suggestion, "see the tool's input_schema in `fw tool list`")
+        raise FwError("invalid", f"{tool.name}: {where}: {message}", hint, field=where, **suggestion)
 
 
 def call_tool(home: Home, caller: Caller, name: str, args: Any, sources: Any = None) -> dict[str, Any]:
