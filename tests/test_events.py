@@ -143,7 +143,7 @@ def test_a_malformed_event_is_invalid_naming_the_field_and_starts_nothing(home):
         assert r.exit_code == 4 and r.json["error"]["code"] == "invalid", r
         assert r.json["error"]["field"] == field, r
     r = fw("event", "handle", "desk", "--event", "{not json", "--json")
-    assert r.exit_code == 2 and r.json["error"]["code"] == "usage"
+    assert r.exit_code == 4 and r.json["error"]["code"] == "invalid"  # a malformed value
     assert fwj("run", "list")["runs"] == []
 
 

@@ -15,13 +15,13 @@ from fakes.chat_server import ChatServer
 
 
 def tour_commands(readme: str) -> list[str]:
-    """The commands of the first code block under "## A tour", a continued line joined to
-    the next, blank lines left out."""
+    """The commands of every code block under "## A tour", in order, a continued line joined
+    to the next, blank lines left out."""
     section = readme.split("\n## A tour\n", 1)[1].split("\n## ", 1)[0]
-    block = re.search(r"^```\n(.*?)^```$", section, re.S | re.M)
-    assert block, "README.md has no code block under '## A tour'"
+    blocks = re.findall(r"^```\n(.*?)^```$", section, re.S | re.M)
+    assert blocks, "README.md has no code block under '## A tour'"
     commands, pending = [], ""
-    for line in block.group(1).splitlines():
+    for line in "".join(blocks).splitlines():
         if line.endswith("\\"):
             pending += line[:-1] + " "
             continue
@@ -81,6 +81,7 @@ def test_the_readme_tour_runs_as_printed(tmp_path):
     assert "Traceback" not in proc.stdout + proc.stderr, report
     assert CANARY not in proc.stdout + proc.stderr, "the key leaked in the tour's output"
     assert "m-1" in proc.stdout  # the provider's model list came back
+    assert "Yes, all green." in proc.stdout  # the local bot served the reply
     assert not (tmp_path / "user" / "my-home" / "providers" / "default" / "openai.yaml").exists()  # the tour cleans up
 
 

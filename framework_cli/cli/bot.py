@@ -103,14 +103,20 @@ def say(
     from_: Annotated[str, typer.Option("--from", metavar="USER", help="The user who says it (created on first use).", show_default=False)],
     group: Annotated[Optional[str], typer.Option("--group", metavar="G", help="Say it in this group (created on first use); otherwise to the bot in private.")] = None,
     no_run: Annotated[bool, typer.Option("--no-run", help="Start the run and stop there, for an external runner.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only the id of the run it started (nothing if none), for scripts.")] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Say something to a local bot as a user, and handle the message as `fw event handle` does."""
     from ..platform.handling import local_say
     from .event import progress, render_handled
-    from .output import json_wanted
+    from .output import json_wanted, write_out
 
-    doc = local_say(home_of(ctx), bot, from_, text, group, run=not no_run, on_event=None if json_wanted(as_json) else progress)
+    quiet = quiet and not json_wanted(as_json)
+    doc = local_say(home_of(ctx), bot, from_, text, group, run=not no_run, on_event=None if json_wanted(as_json) or quiet else progress)
+    if quiet:
+        if doc.get("run"):
+            write_out(doc["run"]["run_id"])
+        return
 
     def human(console: Any) -> None:
         where = f"in group {group}" if group else "in private"

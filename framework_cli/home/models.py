@@ -25,11 +25,14 @@ Name = Annotated[str, Field(pattern=NAME_PATTERN, max_length=63)]
 Url = Annotated[str, Field(pattern=URL_PATTERN)]
 EnvName = Annotated[str, Field(pattern=ENV_NAME_PATTERN)]
 # A model-side tool name: letters, digits, '_' and '-' (as the chat completions API allows).
-ToolName = Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]{1,128}$")]
+TOOL_NAME_PATTERN = r"^[A-Za-z0-9_-]{1,128}$"
+ToolName = Annotated[str, Field(pattern=TOOL_NAME_PATTERN)]
 # An event type (message.received) or a shell-style pattern of them (message.*).
-EventPattern = Annotated[str, Field(pattern=r"^[a-z0-9_.*?\[\]!-]{1,64}$")]
+EVENT_PATTERN_PATTERN = r"^[a-z0-9_.*?\[\]!-]{1,64}$"
+EventPattern = Annotated[str, Field(pattern=EVENT_PATTERN_PATTERN)]
 # A semantic API of the platform catalogue (send_message); checked against it on write.
-ApiName = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{0,63}$")]
+API_NAME_PATTERN = r"^[a-z][a-z0-9_]{0,63}$"
+ApiName = Annotated[str, Field(pattern=API_NAME_PATTERN)]
 BuiltinGroup = Literal["resource_management", "task_collaboration", "local_execution"]
 assert set(BuiltinGroup.__args__) == set(BUILTIN_GROUPS)  # type: ignore[attr-defined]
 
@@ -235,6 +238,9 @@ PATTERN_WORDS = {
     URL_PATTERN: "an http or https URL without user:password@ (e.g. https://api.openai.com/v1)",
     NAME_PATTERN: "a name: 1-63 characters of a-z, 0-9, '_' and '-', starting with a letter or digit",
     ENV_NAME_PATTERN: "an environment variable's name: letters, digits and '_', not starting with a digit",
+    TOOL_NAME_PATTERN: "a tool's name: letters, digits, '_' and '-' (e.g. mcp__files__read)",
+    EVENT_PATTERN_PATTERN: "an event type or pattern in lower case (e.g. message.received or message.*)",
+    API_NAME_PATTERN: "an API's name in lower case (e.g. send_message)",
 }
 # pydantic's wording for the other kinds of error, in plain words: what the field must be.
 TYPE_WORDS = {
@@ -327,6 +333,9 @@ SHORT_PATTERN_WORDS = {
     URL_PATTERN: "an http or https URL without user:password@",
     NAME_PATTERN: "a name (a-z, 0-9, '_', '-')",
     ENV_NAME_PATTERN: "an environment variable's name",
+    TOOL_NAME_PATTERN: "a tool's name",
+    EVENT_PATTERN_PATTERN: "an event type or pattern",
+    API_NAME_PATTERN: "an API's name",
 }
 
 
