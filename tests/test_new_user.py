@@ -56,10 +56,11 @@ def test_completion_in_a_missing_home_offers_nothing_and_says_nothing(tmp_path):
 
 
 def test_show_and_install_completion(home, tmp_path):
-    env = {**os.environ, "HOME": str(tmp_path), "FW_HOME": str(home)}
-    shown = subprocess.run(["bash", "-c", f"{fw_bin()} --show-completion bash"], env=env, capture_output=True, text=True, timeout=60)
+    # setsid: no shell among fw's parents, as under some test runners and IDEs; $SHELL tells
+    env = {**os.environ, "HOME": str(tmp_path), "FW_HOME": str(home), "SHELL": "/bin/bash"}
+    shown = subprocess.run(["setsid", fw_bin(), "--show-completion"], env=env, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
     assert shown.returncode == 0 and "_FW_COMPLETE" in shown.stdout, shown.stderr
-    installed = subprocess.run(["bash", "-c", f"{fw_bin()} --install-completion bash"], env=env, capture_output=True, text=True, timeout=60)
+    installed = subprocess.run(["setsid", fw_bin(), "--install-completion"], env=env, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
     assert installed.returncode == 0, installed.stderr
     assert "_FW_COMPLETE" in "".join(p.read_text() for p in tmp_path.rglob("*") if p.is_file() and "fw" in p.name)
     assert ".bash_completions" in (tmp_path / ".bashrc").read_text()

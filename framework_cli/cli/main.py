@@ -174,12 +174,16 @@ def completion_option(ctx: typer.Context, param: Any, value: bool) -> None:
     if not value or ctx.resilient_parsing:
         return
     from typer import completion
+    from typer._completion_shared import _get_shell_name
 
     completion.completion_init()
+    # The shell is read from the process tree; where that finds none (an IDE, a test runner,
+    # a setsid), $SHELL says which shell the user has.
+    shell: Any = _get_shell_name() or os.path.basename(os.environ.get("SHELL", "")) or value
     if param.name == "install_completion":
-        completion.install_callback(ctx, param, value)
+        completion.install_callback(ctx, param, shell)
     else:
-        completion.show_callback(ctx, param, value)
+        completion.show_callback(ctx, param, shell)
 
 
 def build_app(only: str | None = None) -> typer.Typer:
