@@ -116,7 +116,8 @@ def test_after_session_end_nothing_of_the_session_acts(home):
     script = [
         {"tool_calls": [{"name": "framework_harness_session_end", "arguments": {"session": "s1"}}]},
         {"tool_calls": [{"name": "framework_memory_write", "arguments": {"key": "k", "value": 1}},
-                        {"name": "framework_message_send", "arguments": {"session": "s1", "text": "still here"}}]},
+                        {"name": "framework_message_send", "arguments": {"session": "s1", "text": "still here"}},
+                        {"name": "framework_memory_write", "arguments": {"bad": "parameters"}}]},
         {"content": "my final words"},
     ]
     with ChatServer(script) as server:
@@ -127,7 +128,7 @@ def test_after_session_end_nothing_of_the_session_acts(home):
         summary = fwj("dispatch", "--once")
     assert summary["turns"]["cancelled"] == 1
     tool_answers = [json.loads(m["content"]) for m in server.requests[2]["json"]["messages"] if m["role"] == "tool"]
-    assert [a.get("error", {}).get("code") for a in tool_answers] == [None, "session_ended", "session_ended"], tool_answers
+    assert [a.get("error", {}).get("code") for a in tool_answers] == [None, "session_ended", "session_ended", "session_ended"], tool_answers
     assert messages("s1") == [("alice", "@ops end it"), ("alice", "@ops again")]  # nothing more was posted
     assert turns("s1") == [("ops", "cancelled"), ("ops", "cancelled")]
     assert fwj("memory", "list", "ops")["keys"] == []
@@ -280,3 +281,70 @@ def test_dispatch_serves_until_ctrl_c(home):
     assert messages("s1")[-1] == ("ops", "served")
     assert proc.returncode == 130 and "Traceback" not in err, err
     assert "Ctrl-C" in err
+
+
+def test_texts_holding_a_stored_key_are_refused_and_nothing_is_stored(home):
+    with ChatServer([]) as server:
+        setup(server.base_url, "ops")
+    fwj("session", "create", "s1", "--member", "alice", "--member", "ops")
+    for args, field in (
+        (["session", "create", "s2", "--member", "alice", "--title", f"about {CANARY}"], "title"),
+        (["message", "post", "s1", "--as", "alice", f"the key is {CANARY}"], "text"),
+    ):
+        r = fw(*args, "--json")
+        assert r.exit_code == 4 and r.json["error"]["field"] == field, r
+    assert messages("s1") == [] and [s["name"] for s in fwj("session", "list")["sessions"]] == ["s1"]
+    assert CANARY.encode() not in (home / "state.db").read_bytes()
+
+
+def test_what_a_tool_answers_reaches_the_model_redacted(home):
+    script = [{"tool_calls": [{"name": "skill__notes", "arguments": {}}]}, {"content": "ok"}]
+    with ChatServer(script) as server:
+        setup(server.base_url, "ops")
+        (home / "skills/default/notes").mkdir(parents=True)
+        (home / "skills/default/notes/SKILL.md").write_text(f"---\nname: notes\ndescription: d\n---\nuse {CANARY}\n")
+        fwj("resource", "write", "agent", "ops", "--data", '{"skills": ["notes"]}')
+        fw("agent", "run", "ops", "--message", "read your notes")
+    sent = server.requests[1]["json"]["messages"][-1]["content"]
+    assert "[redacted]" in sent and CANARY not in json.dumps(server.requests[1]["json"])
+
+
+def test_a_dispatcher_killed_mid_claim_blocks_nobody(home):
+    from framework_cli.runtime.state import StateStore
+
+    with ChatServer([{"content": "answered"}], repeat_last=True) as server:
+        setup(server.base_url, "ops")
+        fwj("session", "create", "s1", "--member", "alice", "--member", "ops")
+        post("s1", "alice", "@ops first")
+        post("s1", "alice", "@ops second")
+        with StateStore(home / "state.db") as store, store.transaction():  # as a dispatcher killed before its run began
+            store.execute("UPDATE turns SET status = 'running', started_at = '2026-01-01T00:00:00.000Z' WHERE id = 1")
+        summary = fwj("dispatch", "--once")
+    assert turns("s1") == [("ops", "failed"), ("ops", "done")]
+    assert summary["turns"]["answered"] == 1
+
+
+def test_home_check_reports_a_damaged_state_database(home):
+    fwj("principal", "create", "alice", "--kind", "user")
+    fwj("session", "create", "s1", "--member", "alice")
+    (home / "state.db").write_bytes(b"this is not a database" * 100)
+    for suffix in ("-wal", "-shm"):
+        (home / f"state.db{suffix}").unlink(missing_ok=True)
+    r = fw("home", "check", "--json")
+    assert r.exit_code == 4 and any(p["path"] == "state.db" for p in r.json["problems"]), r
+    assert fw("session", "list", "--json").json["error"]["code"] == "corrupt"
+
+
+def test_bad_numbers_and_text_are_clear_errors(home):
+    with ChatServer([]) as server:
+        setup(server.base_url, "ops")
+    fwj("session", "create", "s1", "--member", "alice", "--member", "ops")
+    assert fw("task", "show", "100000000000000000000", "--json").json["error"]["code"] in ("not_found", "invalid")
+    assert fw("message", "list", "s1", "--limit", "100000000000000000000", "--json").exit_code in (0, 4)
+    r = fw("agent", "run", "ops", "--message", "x", "--timeout", "-1", "--json")
+    assert r.exit_code == 4 and r.json["error"]["code"] == "invalid", r
+    proc = subprocess.run([fw_bin(), "message", "post", "s1", "--as", "alice", "-", "--json"], input=b"\xff\xfe",
+                          capture_output=True, env={**os.environ, "FW_HOME": str(home)}, timeout=60)
+    assert proc.returncode == 4 and json.loads(proc.stdout)["error"]["code"] == "invalid"
+    hint = fw("--home", str(home), "message", "post", "nope", "--as", "alice", "x").stderr
+    assert f"--home {home}" in hint

@@ -238,3 +238,53 @@ def test_a_task_of_a_session_that_ends_is_cancelled_before_it_runs(home):
     assert fwj("task", "show", "1")["task"]["status"] == "cancelled"
     late = json.loads(fw("tool", "call", "--manager", "task_delegate", "--args", '{"principal": "child", "instructions": "x", "session": "s1"}').stdout)
     assert late["error"]["code"] == "session_ended"
+
+
+def test_a_chain_of_delegations_stops_at_the_hop_limit(home):
+    step = {"tool_calls": [{"name": "framework_task_delegate", "arguments": {"principal": "loop", "instructions": "again"}}]}
+    with ChatServer([step], repeat_last=True) as server:
+        provider_and_model("x", server.base_url)
+        bound_agent("loop", "m-x", "task_collaboration")
+        fwj("binding", "set", "loop", "--agent", "loop", "--max-rounds", "1")
+        fw("tool", "call", "--manager", "task_delegate", "--args", '{"principal": "loop", "instructions": "start"}')
+        fwj("dispatch", "--once", "--timeout", "30")
+    listed = fwj("task", "list")["tasks"]
+    assert [t["hop"] for t in listed] == list(range(8))
+    assert len(server.requests) == 8
+
+
+def test_cancelling_a_running_task_stops_its_run(home, tmp_path):
+    import subprocess
+
+    child_script = [{"sleep": 3, "tool_calls": [{"name": "framework_memory_write", "arguments": {"key": "k", "value": "late"}}]},
+                    {"content": "done"}]
+    with ChatServer(child_script) as server:
+        provider_and_model("x", server.base_url)
+        bound_agent("child", "m-x")
+        fw("tool", "call", "--manager", "task_delegate", "--args", '{"principal": "child", "instructions": "work"}')
+        from conftest import fw_bin
+
+        proc = subprocess.Popen([fw_bin(), "dispatch", "--once"], env={**os.environ, "FW_HOME": str(home)},
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.time() + 30
+        while not server.requests and time.time() < deadline:
+            time.sleep(0.05)
+        assert fwj("task", "cancel", "1")["task"]["status"] == "cancelled"
+        proc.communicate(timeout=60)
+    assert len(server.requests) == 2  # the model's tool call was answered, refused
+    assert tool_answers(server.requests[1])[0]["error"]["code"] == "run_ended"
+    assert fwj("memory", "list", "child")["keys"] == []
+    assert fwj("task", "show", "1")["task"]["status"] == "cancelled"
+
+
+def test_exec_leaves_no_background_child_behind(exec_run):
+    run_id, _ = exec_run
+    doc = call(run_id, "framework_exec", {"argv": ["sh", "-c", "(sleep 300 >/dev/null 2>&1 & echo $!)"]}, code=0)
+    child = int(doc["stdout"].split()[0])
+    time.sleep(0.2)
+    assert gone(child)
+
+
+def test_exec_refuses_a_nul_in_argv(exec_run):
+    run_id, _ = exec_run
+    assert call(run_id, "framework_exec", {"argv": ["ls\u0000x"]}, code=4)["error"]["code"] == "invalid"

@@ -9,7 +9,7 @@ import typer
 from ..domain.agents import agent_show
 from ..domain.resources import resource_list, resource_write
 from .common import complete_agent, complete_category, complete_group, home_of
-from .output import JsonOpt, emit
+from .output import JsonOpt, emit, read_stdin_text
 from .resource import render_activation, render_list, render_resource, render_written
 
 app = typer.Typer(help="Create, edit, show and list agents; mount built-in tool groups on them.")
@@ -169,15 +169,12 @@ def run(
 
     text = _message(message, message_file)
     home = home_of(ctx)
-    if principal is not None:
-        _check_binding_runs(home, principal, name)
     progress = None if json_wanted(as_json) else _progress
-    doc = agent_run(home, text, agent=None if principal else name, principal=principal, max_rounds=max_rounds, timeout=timeout, on_event=progress)
+    doc = agent_run(home, text, agent=name, principal=principal, max_rounds=max_rounds, timeout=timeout, on_event=progress)
     emit(doc, as_json, lambda c: _render_answer(c, doc))
 
 
 def _message(message: Optional[str], message_file: Optional[str]) -> str:
-    import sys
 
     from ..errors import FwError
 
@@ -185,7 +182,7 @@ def _message(message: Optional[str], message_file: Optional[str]) -> str:
         raise FwError("usage", "give the message with exactly one of --message TEXT, --message - and --message-file PATH", "e.g. --message 'list the agents'")
     try:
         if message == "-":
-            return sys.stdin.read()
+            return read_stdin_text("the message")
         if message_file is not None:
             with open(message_file, encoding="utf-8") as handle:
                 return handle.read()
@@ -195,18 +192,6 @@ def _message(message: Optional[str], message_file: Optional[str]) -> str:
         raise FwError("usage", "the message is not UTF-8 text", "pass the message as text") from None
     assert message is not None
     return message
-
-
-def _check_binding_runs(home: Any, principal: str, agent: str) -> None:
-    from ..domain.identities import get_binding
-    from ..errors import FwError
-    from ..home.kinds import check_name
-
-    check_name(principal, "principal name")
-    binding = get_binding(home, principal)
-    if binding is not None and binding["agent"] != agent:
-        raise FwError("invalid", f"principal {principal!r} runs agent {binding['agent']!r}, not {agent!r}",
-                      f"run it as that agent: `fw agent run {binding['agent']} --principal {principal} ...`")
 
 
 def _progress(event: dict[str, Any]) -> None:

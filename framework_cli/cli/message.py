@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import sys
 from typing import Annotated, Any, Optional
 
 import typer
 
 from .common import home_of
-from .output import JsonOpt, emit
+from .output import JsonOpt, emit, read_stdin_text
 
 app = typer.Typer(help="Post messages to a session and read them.")
 
@@ -60,7 +59,7 @@ def _text(text: Optional[str], file: Optional[str]) -> str:
         if file is not None:
             with open(file, encoding="utf-8") as handle:
                 return handle.read()
-        return sys.stdin.read() if text == "-" else str(text)
+        return read_stdin_text("the message") if text == "-" else str(text)
     except OSError as exc:
         raise FwError("usage", f"cannot read {file!r}: {exc.strerror}", "check the path") from None
     except UnicodeDecodeError:

@@ -23,7 +23,7 @@ JsonOpt = Annotated[
 _root_json = False  # `fw --json COMMAND`: set by the root callback on every invocation
 _home_option: str | None = None  # `fw --home PATH COMMAND`: the commands we print name it too
 # `fw home init PATH` names its home itself
-FW_COMMAND = re.compile(r"(?<![\w/.-])fw (?!--home |home init )(?=(?:home|resource|category|agent|principal|binding|run|tool|mcp|audit) )")
+FW_COMMAND = re.compile(r"(?<![\w/.-])fw (?!--home |home init )(?=[a-z][a-z-]* )")  # any command group
 
 
 def set_root_json(flag: bool) -> None:
@@ -244,6 +244,15 @@ def _cell(value: Any) -> str:
 
 
 MAX_DEPTH = 64  # nesting levels of a JSON argument; no definition or tool call needs more
+
+
+def read_stdin_text(what: str) -> str:
+    """Standard input as UTF-8 text, strictly: bytes that are not text are `invalid`, never
+    carried on half-decoded."""
+    try:
+        return sys.stdin.buffer.read().decode("utf-8") if hasattr(sys.stdin, "buffer") else sys.stdin.read()
+    except UnicodeDecodeError:
+        raise FwError("invalid", f"{what} on standard input is not UTF-8 text", "pipe text in") from None
 
 
 def read_data_arg(value: str, what: str) -> Any:

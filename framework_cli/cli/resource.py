@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from typing import Annotated, Any, Optional
 
 import typer
@@ -12,7 +11,7 @@ from ..errors import EXIT_CODES, FwError
 from ..home.kinds import KINDS
 from ..suggest import article, plural
 from .common import KindArg, complete_category, complete_kind, complete_reference, home_of
-from .output import JsonOpt, emit, read_data_arg, table
+from .output import JsonOpt, emit, read_data_arg, read_stdin_text, table
 
 app = typer.Typer(help="List, read, write and delete providers, models, prompts, skills, MCP servers, harnesses and agents.")
 
@@ -138,10 +137,7 @@ def _payload(kind: str, reference: str, data: Optional[str], api_key_stdin: bool
             raise FwError("usage", "--data - and --api-key-stdin both read standard input", "pass --data inline or as @FILE")
         if isinstance(payload, dict) and "api_key" in payload:
             raise FwError("usage", "the key is given twice: in --data and with --api-key-stdin", "drop api_key from --data")
-        try:
-            key = sys.stdin.read().strip()
-        except UnicodeDecodeError:
-            raise FwError("invalid", "the key on standard input is not UTF-8 text", f"pipe the key itself: `printf %s \"$KEY\" | fw resource write provider {reference} --api-key-stdin`") from None
+        key = read_stdin_text("the key").strip()
         if not key:
             raise FwError("invalid", "no key on standard input", f"pipe the key in: `printf %s \"$KEY\" | fw resource write provider {reference} --api-key-stdin`")
         if isinstance(payload, dict):

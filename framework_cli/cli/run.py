@@ -9,7 +9,6 @@ import typer
 from ..domain.runs import run_end, run_list, run_prune, run_show
 from ..errors import FwError
 from ..suggest import plural
-from ..tools.service import start_run
 from .common import complete_agent, complete_principal, home_of
 from .output import JsonOpt, emit, json_wanted, table, write_out
 
@@ -43,6 +42,8 @@ def start(
     if bot is not None or event is not None:
         _start_for_event(ctx, principal, agent, lease, bot, event, as_json)
         return
+    from ..tools.service import start_run
+
     doc = start_run(home_of(ctx), principal=principal, agent=agent, lease=lease)
     if quiet and not json_wanted(as_json):
         write_out(doc["run_id"])

@@ -97,10 +97,23 @@ def check_home(home: Home) -> dict[str, Any]:
                 problems.append(
                     {"code": "dangling", "path": rel, "message": f"binding {name!r} has no principal {name!r}", "reference": f"principal/{name}"}
                 )
+    _check_state(home, problems)
     _check_secrets(home, problems)
     _check_runs(home, problems)
     _check_bots(home, problems)
     return {"home": str(home.root), "ok": not problems, "problems": problems, "warnings": warnings, "counts": counts}
+
+
+def _check_state(home: Home, problems: list[dict[str, Any]]) -> None:
+    """The runtime state database, if there is one, read without changing it."""
+    from ..runtime.state import STATE_FILE, StateStore
+
+    path = home.path(STATE_FILE)
+    if path.exists():
+        problem = StateStore.problem(path)
+        if problem:
+            problems.append({"code": "corrupt", "path": STATE_FILE, "message": f"{STATE_FILE} is damaged: {problem}",
+                             "hint": f"move {STATE_FILE} aside to start with an empty runtime state"})
 
 
 def _check_secrets(home: Home, problems: list[dict[str, Any]]) -> None:

@@ -149,7 +149,8 @@ def _enabled_binding(home: Home, principal: str) -> dict[str, Any]:
     if binding is None:
         raise FwError("not_found", f"principal {principal!r} has no binding", f"bind it: {binding_command(home, principal)}")
     if not binding["enabled"]:
-        raise FwError("denied", f"the binding of {principal!r} is disabled", f"enable it: `fw binding enable {principal}`")
+        raise FwError("denied", f"the binding of {principal!r} is disabled", f"enable it: `fw binding enable {principal}`",
+                      reason="binding_disabled")
     return binding
 
 

@@ -28,11 +28,13 @@ def handle_event(
 ) -> dict[str, Any]:
     """`{"handled": false, "reason"}`, or `{"handled": true, "run": {...}}` and, when the
     loop ran, its `result`. `principal`, when given, must be the bot's."""
+    from ..runtime.sessions import refuse_secrets
     from .bots import adapter_of, load_bot
     from .events import validate_event
 
     bot = load_bot(home, bot_name)
     event = validate_event(raw_event)
+    refuse_secrets(home, event=event)  # the event is kept in the platform and the run record
     if principal is not None and principal != bot["principal"]:
         raise FwError("invalid", f"bot {bot_name!r} hands its events to principal {bot['principal']!r}, not {principal!r}",
                       f"start it as --principal {bot['principal']}", field="principal")
@@ -44,8 +46,10 @@ def local_say(home: Home, bot_name: str, user: str, text: str, group: str | None
               on_event: Any = None) -> dict[str, Any]:
     """`fw bot local say`: the user's message lands on the local platform, and is handled as
     the event it makes: `{"event", "handled", ...}`."""
+    from ..runtime.sessions import refuse_secrets
     from .bots import load_bot, local_platform
 
+    refuse_secrets(home, text=text, user=user, group=group)
     event = local_platform(home, bot_name).say(user, text, group)
     return {"event": event, **handle_ingested(home, bot_name, load_bot(home, bot_name), event, run=run, on_event=on_event)}
 

@@ -40,11 +40,16 @@ def agent_run(
     `history` holds earlier messages of a conversation, put before `message`."""
     if max_rounds is not None and (isinstance(max_rounds, bool) or not isinstance(max_rounds, int) or max_rounds < 1):
         raise FwError("invalid", "max_rounds must be a whole number, at least 1", "e.g. --max-rounds 5")
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout <= 3600:
+        raise FwError("invalid", "the model timeout is a number of seconds above 0, at most 3600", "e.g. --timeout 60")
+    if principal is not None and agent is not None:
+        _require_binding_runs(home, principal, agent)
+        agent = None  # a managed run runs what its binding names
     record, sources = open_run(home, principal=principal, agent=agent, context=context)
     run_id = record["run_id"]
-    if on_event:
-        on_event({"type": "started", "run": record})
     try:
+        if on_event:
+            on_event({"type": "started", "run": record})
         client = chat_client(home, record["definition"], timeout)
         caller = Caller("run", run_id, record)
         result = run_loop(
@@ -64,6 +69,17 @@ def agent_run(
         sources.close()
         _end(home, run_id)
     return result.to_dict(run_id)
+
+
+def _require_binding_runs(home: Home, principal: str, agent: str) -> None:
+    from ..domain.identities import get_binding
+    from ..home.kinds import check_name
+
+    check_name(principal, "principal name")
+    binding = get_binding(home, principal)
+    if binding is not None and binding["agent"] != agent:
+        raise FwError("invalid", f"principal {principal!r} runs agent {binding['agent']!r}, not {agent!r}",
+                      f"run it as that agent: `fw agent run {binding['agent']} --principal {principal} ...`")
 
 
 def chat_client(home: Home, definition: dict[str, Any], timeout: float) -> ChatClient:

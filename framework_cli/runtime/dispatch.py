@@ -25,6 +25,7 @@ from .sessions import BACKLOG, CANCELLED, DONE, FAILED, PENDING, RUNNING
 from .state import StateStore, now_iso
 
 POLL_SECONDS = 0.5  # how often a serving dispatcher looks for new work
+STARTING_SECONDS = 120  # a claimed turn or task whose run has not started by then was left by a killed dispatcher
 HISTORY_MESSAGES = 40  # earlier messages of the session a turn's run is fed
 TABLES = {"turn": "turns", "task": "tasks"}
 
@@ -63,6 +64,8 @@ class Dispatcher:
     def __init__(self, home: Home, workers: int = 4, on_event: OnEvent | None = None, timeout: float = 60.0) -> None:
         if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= 64:
             raise FwError("invalid", "workers must be a whole number from 1 to 64", "e.g. --workers 4")
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout <= 3600:
+            raise FwError("invalid", "the model timeout is a number of seconds above 0, at most 3600", "e.g. --timeout 60")
         self.root = home.root
         self.workers = workers
         self.timeout = timeout
@@ -81,8 +84,8 @@ class Dispatcher:
                 while not self.stopping.is_set():
                     self._forget_finished()
                     started = self._start_what_fits(store)
-                    if once and not started and not self._threads and not self._pending(store):
-                        break
+                    if once and not started and not self._threads:
+                        break  # nothing more this dispatcher can claim (another may be running the rest)
                     time.sleep(0.05 if started or self._threads else POLL_SECONDS)
             except KeyboardInterrupt:
                 self.stop(store)
@@ -99,9 +102,6 @@ class Dispatcher:
             if row is not None:
                 _end_run(self.root, row["run_id"])
                 self._finish(store, kind, item_id, Outcome(CANCELLED, "the dispatcher was interrupted"))
-
-    def _pending(self, store: StateStore) -> bool:
-        return any(store.one(f"SELECT 1 AS x FROM {t} WHERE status = ? LIMIT 1", (PENDING,)) for t in TABLES.values())
 
     def _free_slots(self) -> int:
         return self.workers + tasks.waiting() - len(self._threads)
@@ -152,11 +152,14 @@ class Dispatcher:
 
         home = Home(self.root)
         for kind, table in TABLES.items():
-            for row in store.all(f"SELECT id, run_id FROM {table} WHERE status = ? AND run_id IS NOT NULL", (RUNNING,)):
-                try:
-                    alive = bool(RUN_ID_RE.fullmatch(row["run_id"])) and present(load_run(home, row["run_id"]))["status"] == "active"
-                except FwError:
-                    alive = False
+            for row in store.all(f"SELECT id, run_id, started_at FROM {table} WHERE status = ?", (RUNNING,)):
+                if row["run_id"] is None:  # claimed, but its run never started
+                    alive = _age_seconds(row["started_at"]) < STARTING_SECONDS
+                else:
+                    try:
+                        alive = bool(RUN_ID_RE.fullmatch(row["run_id"])) and present(load_run(home, row["run_id"]))["status"] == "active"
+                    except FwError:
+                        alive = False
                 if not alive:
                     self._finish(store, kind, row["id"], Outcome(FAILED, "its dispatcher stopped before it finished"))
 
@@ -188,7 +191,7 @@ class Dispatcher:
             return agent_run(home, message, principal=item["principal"], context=context, history=history,
                              timeout=self.timeout, on_event=note)
         except FwError as exc:
-            if exc.code == "denied" and "disabled" in exc.message:
+            if exc.extra.get("reason") == "binding_disabled":
                 return Outcome(BACKLOG)  # disabled since it was claimed: it waits for the binding again
             return Outcome(FAILED, redact(f"{exc.code}: {exc.message}"))
         except Exception as exc:  # a bug must fail this work only, never the dispatcher
@@ -207,7 +210,7 @@ class Dispatcher:
         return doc if isinstance(doc, Outcome) else self._answer(home, turn, doc)
 
     def _run_task(self, home: Home, task: dict[str, Any]) -> Outcome:
-        context = {"task": task["id"], **({"session": task["session"]} if task["session"] else {})}
+        context = {"task": task["id"], "hop": task.get("hop", 0), **({"session": task["session"]} if task["session"] else {})}
         doc = self._run(home, task["instructions"], task, context, None, lambda run_id: tasks.task_started(home, task["id"], run_id))
         if isinstance(doc, Outcome):
             return doc
@@ -239,14 +242,38 @@ class Dispatcher:
     def _finish(self, store: StateStore, kind: str, item_id: int, outcome: Outcome) -> str:
         """Record the outcome of running work; the status it has now (a task may have been
         reported, or cancelled, meanwhile)."""
+        if outcome.status == BACKLOG and _binding_enabled(self.root, item_principal(store, kind, item_id)):
+            outcome = Outcome(PENDING)  # enabled again meanwhile: its backlog was released without it
         if kind == "task":
             result = outcome.note if outcome.status == DONE else None
             error = None if outcome.status == DONE else outcome.note
             return tasks.task_finished(Home(self.root), item_id, outcome.status, result, error)
         with store.transaction():
             store.execute("UPDATE turns SET status = ?, error = ?, ended_at = ? WHERE id = ? AND status = ?",
-                          (outcome.status, outcome.note, now_iso() if outcome.status != BACKLOG else None, item_id, RUNNING))
+                          (outcome.status, outcome.note, now_iso() if outcome.status not in (BACKLOG, PENDING) else None, item_id, RUNNING))
             return store.one("SELECT status FROM turns WHERE id = ?", (item_id,))["status"]  # type: ignore[index]
+
+
+def item_principal(store: StateStore, kind: str, item_id: int) -> str:
+    return store.one(f"SELECT principal FROM {TABLES[kind]} WHERE id = ?", (item_id,))["principal"]  # type: ignore[index]
+
+
+def _binding_enabled(root: Any, principal: str) -> bool:
+    from ..domain.identities import get_binding
+
+    try:
+        binding = get_binding(Home(root), principal)
+    except FwError:
+        return False
+    return bool(binding and binding["enabled"])
+
+
+def _age_seconds(stamp: str | None) -> float:
+    from datetime import datetime, timezone
+
+    if not stamp:
+        return float("inf")
+    return (datetime.now(timezone.utc) - datetime.fromisoformat(stamp.replace("Z", "+00:00"))).total_seconds()
 
 
 def _end_run(root: Any, run_id: str | None) -> None:

@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import threading
-import time
 from typing import Any
 
 from ..errors import FwError
@@ -32,25 +31,24 @@ def exec_program(argv: list[str], directory: str, timeout_seconds: float = 60, s
         raise FwError("denied", "the program may not be run (permission denied)", "check the file's permissions") from None
     except NotADirectoryError:
         raise FwError("invalid", "the working folder is not a folder", "check the binding's directory") from None
+    except ValueError:  # a NUL byte in an argument
+        raise FwError("invalid", "argv holds a NUL character", "pass plain text arguments", field="argv") from None
     except OSError as exc:
         raise FwError("invalid", f"the program could not be started: {exc.strerror}", "check argv") from None
     out, err = _Reader(proc.stdout), _Reader(proc.stderr)
     _feed(proc, stdin)
-    deadline = time.monotonic() + timeout_seconds
+    timed_out = False
     try:
         code: int | None = proc.wait(timeout_seconds)
-        timed_out = False
     except subprocess.TimeoutExpired:
+        code, timed_out = None, True
+    finally:
+        # Whatever is left of the program's process group goes with it: children it left
+        # running in the background, or everything at the timeout or on Ctrl-C.
         _kill_group(proc)
-        code, timed_out = proc.wait(), True
-    # Children left behind may still hold the output open: they get what is left of the
-    # timeout, then the whole group is killed.
-    for reader in (out, err):
-        reader.join(max(0.0, deadline - time.monotonic()))
-    if out.alive or err.alive:
-        _kill_group(proc)
-        timed_out = True
-        out.join(), err.join()
+    if code is None:
+        code = proc.wait()
+    out.join(), err.join()
     return {
         "exit_code": code,
         "stdout": out.text(),
@@ -97,12 +95,8 @@ class _Reader:
                 self.kept += chunk[: limit - len(self.kept)]
         stream.close()
 
-    def join(self, timeout: float | None = None) -> None:
-        self.thread.join(timeout)
-
-    @property
-    def alive(self) -> bool:
-        return self.thread.is_alive()
+    def join(self) -> None:
+        self.thread.join()
 
     @property
     def truncated(self) -> bool:

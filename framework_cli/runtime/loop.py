@@ -98,7 +98,7 @@ def answer_tool_call(call: ToolCall, call_tool: CallTool) -> tuple[dict[str, Any
     try:
         arguments = parse_arguments(call)
         # The service decides about every name, an unknown one too (it answers denied).
-        content = json.dumps(call_tool(call.name, arguments), ensure_ascii=False)
+        content = json.dumps(redact_document(call_tool(call.name, arguments)), ensure_ascii=False)
     except FwError as exc:
         return _failed(name, exc)
     except Exception as exc:  # a bug in a tool must not end the run, nor show a traceback

@@ -166,3 +166,5 @@ MIGRATIONS.append(
         ],
     )
 )
+
+MIGRATIONS.append(("0004_task_hops", ["ALTER TABLE tasks ADD COLUMN hop INTEGER NOT NULL DEFAULT 0"]))

@@ -31,6 +31,19 @@ def store_for(home: Home) -> StateStore:
     return StateStore.open(home)
 
 
+def refuse_secrets(home: Home, **fields: Any) -> None:
+    """Runtime state lives outside secrets/: a text that holds a stored secret value is
+    refused, naming the field and never the value (as a resource write is)."""
+    from ..home import secrets
+
+    secrets.remember_home(home)
+    for field, value in fields.items():
+        text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+        if value is not None and secrets.known_in(text):
+            raise FwError("invalid", f"{field} holds a secret value; secret values are stored only under secrets/",
+                          "leave the key out", field=field)
+
+
 # -- sessions ---------------------------------------------------------------------------------
 def _session(store: StateStore, name: str) -> dict[str, Any]:
     check_name(name, "session name")
@@ -70,6 +83,7 @@ def _require_principal(home: Home, name: str) -> dict[str, Any]:
 
 def session_create(home: Home, name: str, members: list[str], title: str | None = None, created_by: str = "operator") -> dict[str, Any]:
     check_name(name, "session name")
+    refuse_secrets(home, title=title)
     wanted = list(dict.fromkeys(members))
     for member in wanted:
         _require_principal(home, member)
@@ -169,8 +183,9 @@ def message_post(home: Home, session: str, author: str, text: str, *, hop: int =
     """Post a message as a member and create its turns, in one transaction."""
     if not isinstance(text, str) or not text.strip():
         raise FwError("invalid", "a message needs some text", "e.g. fw message post SESSION --as alice 'hello @ops'")
-    audience = _turn_audience(home)
+    refuse_secrets(home, text=text)
     with store_for(home) as store, store.transaction():
+        audience = _turn_audience(home)  # read inside the transaction: an enable cannot slip between
         _open_session(store, session)
         members = _members(store, session)
         _require_member(members, author, session)
@@ -221,6 +236,7 @@ def message_list(home: Home, session: str, limit: int | None = None, reader: str
     be a member."""
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise FwError("invalid", "limit must be a whole number, at least 1", "e.g. --limit 20")
+    limit = None if limit is not None and limit > 2**31 else limit  # more than can exist: every message
     with store_for(home) as store:
         _session(store, session)
         if reader is not None:
@@ -285,6 +301,7 @@ def _check_key(key: Any) -> str:
 
 def memory_write(home: Home, principal: str, key: str, value: Any) -> dict[str, Any]:
     _check_key(key)
+    refuse_secrets(home, key=key, value=value)
     text = json.dumps(value, ensure_ascii=False)
     if len(text) > MAX_MEMORY_VALUE:
         raise FwError("invalid", f"a memory value is at most {MAX_MEMORY_VALUE} bytes of JSON", "store less, or split it over keys")

@@ -143,5 +143,18 @@ class StateStore:
             return set()
         return {row["name"] for row in self.all("SELECT name FROM migrations")}
 
+    @staticmethod
+    def problem(path: Path | str) -> str | None:
+        """What is wrong with a state database, read only, or None (`fw home check`)."""
+        try:
+            db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_MS / 1000)
+            try:
+                result = db.execute("PRAGMA quick_check").fetchone()[0]
+            finally:
+                db.close()
+        except sqlite3.DatabaseError as exc:
+            return str(exc)
+        return None if result == "ok" else str(result)
+
     def schema_version(self) -> int:
         return int(self.one("PRAGMA user_version")["user_version"])  # type: ignore[index]

@@ -22,6 +22,7 @@ ENDED = (DONE, FAILED, CANCELLED)
 MAX_WAIT_SECONDS = 600
 POLL_SECONDS = 0.2
 MAX_INSTRUCTIONS = 64 * 1024
+MAX_ID = 2**63 - 1  # SQLite's largest integer
 
 # How many threads of this process are waiting in task_wait: a dispatcher lends their worker
 # slots to other work, so a parent that waits for its child never keeps the child from running.
@@ -35,6 +36,7 @@ def waiting() -> int:
 
 def present(row: dict[str, Any]) -> dict[str, Any]:
     doc = {k: row[k] for k in ("id", "status", "principal", "created_by", "instructions", "session", "run_id", "created_at", "ended_at")}
+    doc["hop"] = row.get("hop", 0)
     if row["result"] is not None:
         doc["result"] = row["result"]
     if row["error"] is not None:
@@ -45,6 +47,8 @@ def present(row: dict[str, Any]) -> dict[str, Any]:
 def _task(store: Any, task_id: Any) -> dict[str, Any]:
     if isinstance(task_id, bool) or not isinstance(task_id, int) or task_id < 1:
         raise FwError("invalid", "a task id is a whole number, at least 1", "see the ids with `fw task list`")
+    if task_id > MAX_ID:
+        raise FwError("not_found", f"no task {task_id}", "see them with `fw task list`")
     row = store.one("SELECT * FROM tasks WHERE id = ?", (task_id,))
     if row is None:
         raise FwError("not_found", f"no task {task_id}", "see them with `fw task list`")
@@ -52,20 +56,27 @@ def _task(store: Any, task_id: Any) -> dict[str, Any]:
 
 
 def task_delegate(home: Home, principal: str, instructions: str, session: str | None = None,
-                  created_by: str = "manager", created_run: str | None = None) -> dict[str, Any]:
+                  created_by: str = "manager", created_run: str | None = None, hop: int = 0) -> dict[str, Any]:
+    """A task for `principal`; `hop` counts the runs that delegated on the way here (a run
+    started for a task delegates at its task's hop plus one), and ends chains at MAX_HOP."""
     from ..domain.identities import get_binding, get_principal
+    from .sessions import MAX_HOP, refuse_secrets
 
     check_name(principal, "principal name")
     if not isinstance(instructions, str) or not instructions.strip() or len(instructions) > MAX_INSTRUCTIONS:
         raise FwError("invalid", f"instructions are 1 to {MAX_INSTRUCTIONS} characters of text", "say what the task is")
+    if hop >= MAX_HOP:
+        raise FwError("denied", f"a chain of {MAX_HOP} delegations ends here: this run may not delegate further",
+                      "do the work, or report back to whoever delegated it")
+    refuse_secrets(home, instructions=instructions)
     who = get_principal(home, principal)
     if who is None or who["kind"] != "agent":
         raise FwError("not_found", f"no agent principal named {principal!r}", "see them with `fw principal list`")
-    binding = get_binding(home, principal)
-    if binding is None:
-        raise FwError("not_found", f"principal {principal!r} has no binding, so nothing would run the task",
-                      f"bind it: `fw binding set {principal} --agent AGENT`")
     with store_for(home) as store, store.transaction():
+        binding = get_binding(home, principal)  # read inside the transaction: an enable cannot slip between
+        if binding is None:
+            raise FwError("not_found", f"principal {principal!r} has no binding, so nothing would run the task",
+                          f"bind it: `fw binding set {principal} --agent AGENT`")
         if session is not None:
             row = store.one("SELECT status FROM sessions WHERE name = ?", (session,))
             if row is None:
@@ -75,6 +86,7 @@ def task_delegate(home: Home, principal: str, instructions: str, session: str | 
         task_id = store.insert("tasks", {
             "principal": principal, "instructions": instructions, "session": session, "created_by": created_by,
             "created_run": created_run, "status": PENDING if binding["enabled"] else BACKLOG, "created_at": now_iso(),
+            "hop": hop,
         })
         return {"task": present(_task(store, task_id))}
 
@@ -127,6 +139,9 @@ def task_report(home: Home, task_id: int, status: str, result: str, run_id: str 
     """The task's own run reports its outcome; no other run may."""
     if status not in (DONE, FAILED):
         raise FwError("invalid", "status is done or failed", "report done with the result, or failed with why")
+    from .sessions import refuse_secrets
+
+    refuse_secrets(home, result=result)
     with store_for(home) as store, store.transaction():
         row = _task(store, task_id)
         if run_id is None or row["run_id"] != run_id:
@@ -161,8 +176,25 @@ def task_wait(home: Home, task_id: int, timeout_seconds: float = 60, by: str | N
 
 
 def task_started(home: Home, task_id: int, run_id: str) -> None:
+    """Record the run working on a task; a task cancelled meanwhile ends that run at once."""
+    from ..domain.runs import run_end
+
     with store_for(home) as store, store.transaction():
-        store.execute("UPDATE tasks SET run_id = ? WHERE id = ? AND status = ?", (run_id, task_id, RUNNING))
+        recorded = store.execute("UPDATE tasks SET run_id = ? WHERE id = ? AND status = ?", (run_id, task_id, RUNNING)).rowcount
+    if not recorded:
+        run_end(home, run_id)
+
+
+def still_working(home: Home, run: dict[str, Any]) -> None:
+    """A run started for a task acts only while that task is running and is its own."""
+    task_id = run.get("task")
+    if task_id is None:
+        return
+    with store_for(home) as store:
+        row = store.one("SELECT status, run_id FROM tasks WHERE id = ?", (task_id,))
+    if row is None or row["status"] != RUNNING or row["run_id"] not in (None, run["run_id"]):
+        status = row["status"] if row else "gone"
+        raise FwError("run_ended", f"task {task_id} is {status}; run {run['run_id']} works on it no more", "nothing was changed")
 
 
 def task_finished(home: Home, task_id: int, status: str, result: str | None, error: str | None) -> str:
@@ -171,6 +203,6 @@ def task_finished(home: Home, task_id: int, status: str, result: str | None, err
     with store_for(home) as store, store.transaction():
         store.execute(
             "UPDATE tasks SET status = ?, result = ?, error = ?, ended_at = ? WHERE id = ? AND status = ?",
-            (status, result, error, now_iso() if status != BACKLOG else None, task_id, RUNNING),
+            (status, result, error, now_iso() if status not in (BACKLOG, PENDING) else None, task_id, RUNNING),
         )
         return _task(store, task_id)["status"]

@@ -10,11 +10,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ..domain.projection import BUILTIN_PREFIX as TOOL_PREFIX  # noqa: F401  (re-exported) built-in tools' model-side prefix
+from ..domain.projection import MANAGED_RUNTIME as MANAGED_RUNTIME  # every managed run's group; never the Manager's
 from ..home.kinds import KIND_NAMES
 from ..home.store import Home
-
-TOOL_PREFIX = "framework_"  # the model-side names of built-in tools inside a run
-MANAGED_RUNTIME = "managed_runtime"  # the group every managed run has without a mount; never the Manager's
 
 NAME = {"type": "string", "pattern": r"^[a-z0-9][a-z0-9_-]{0,62}$"}
 KIND = {"type": "string", "enum": list(KIND_NAMES)}

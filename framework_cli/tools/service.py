@@ -132,7 +132,14 @@ def list_tools(home: Home, caller: Caller) -> dict[str, Any]:
     if caller.is_manager:
         return {"tools": [describe(t, t.name) for t in manager_tools()]}
     run = active_run(home, caller.run_id)  # type: ignore[arg-type]  # an ended run lists nothing, as it calls nothing
+    _still_may_act(home, run, "", {})
     return {"tools": [describe(_granted(home, run, n, None), n) for n in run["tools"]]}
+
+
+def _still_may_act(home: Home, run: dict[str, Any], name: str, args: Any) -> None:
+    """What else must still hold when a run acts (its session open, its task its own)."""
+    for check in RUN_CALL_CHECKS:
+        check(home, run, name, args)
 
 
 def _validate_args(tool: Tool, args: Any) -> None:
@@ -194,10 +201,9 @@ def call_tool(home: Home, caller: Caller, name: str, args: Any, sources: Any = N
                     "a run gets the tools of the groups its agent mounted when it started, if its model can call tools",
                 )
             tool = _granted(home, run, name, sources)
-        _validate_args(tool, args)
         if not caller.is_manager:
-            for check in RUN_CALL_CHECKS:  # what else must still hold when a run acts
-                check(home, caller.run, name, args)  # type: ignore[arg-type]
+            _still_may_act(home, caller.run, name, args)  # type: ignore[arg-type]
+        _validate_args(tool, args)
         result = tool.handler(home, caller, args)
     except FwError as exc:
         outcome = "refused" if exc.code in REFUSALS else "error"

@@ -10,10 +10,10 @@ from typing import Any
 
 from ..home.store import Home
 from ..runtime import tasks
-from .registry import NAME, Caller, Tool, _obj, register
+from .registry import NAME, RUN_CALL_CHECKS, Caller, Tool, _obj, register
 
 TC = "task_collaboration"
-TASK_ID = {"type": "integer", "minimum": 1}
+TASK_ID = {"type": "integer", "minimum": 1, "maximum": 2**63 - 1}
 
 
 def _who(caller: Caller) -> str | None:
@@ -22,8 +22,10 @@ def _who(caller: Caller) -> str | None:
 
 
 def _delegate(home: Home, caller: Caller, a: dict[str, Any]) -> dict[str, Any]:
-    run_id = None if caller.is_manager else caller.run_id
-    doc = tasks.task_delegate(home, a["principal"], a["instructions"], a.get("session"), created_by=caller.identity, created_run=run_id)
+    run = caller.run or {}
+    hop = int(run["hop"]) + 1 if "hop" in run else 0  # a run started for a task or a turn delegates one hop further
+    doc = tasks.task_delegate(home, a["principal"], a["instructions"], a.get("session"), created_by=caller.identity,
+                              created_run=run.get("run_id"), hop=hop)
     return {"task": {k: doc["task"][k] for k in ("id", "status", "principal", "created_by")}}
 
 
@@ -49,3 +51,10 @@ register(
     Tool("task_cancel", TC, "dangerous", "Cancel a task you created that has not ended; a running one stops acting.",
          _obj(["task_id"], task_id=TASK_ID), lambda h, c, a: tasks.task_cancel(h, a["task_id"], by=_who(c))),
 )
+
+
+def _task_still_running(home: Home, run: dict[str, Any], name: str, args: dict[str, Any]) -> None:
+    tasks.still_working(home, run)
+
+
+RUN_CALL_CHECKS.append(_task_still_running)
