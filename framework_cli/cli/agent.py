@@ -169,7 +169,7 @@ def run(
 
     text = _message(message, message_file)
     home = home_of(ctx)
-    progress = None if json_wanted(as_json) else _progress
+    progress = None if json_wanted(as_json) else run_progress
     doc = agent_run(home, text, agent=name, principal=principal, max_rounds=max_rounds, timeout=timeout, on_event=progress)
     emit(doc, as_json, lambda c: _render_answer(c, doc))
 
@@ -194,7 +194,8 @@ def _message(message: Optional[str], message_file: Optional[str]) -> str:
     return message
 
 
-def _progress(event: dict[str, Any]) -> None:
+def run_progress(event: dict[str, Any]) -> None:
+    """A run's progress on stderr: its start, then each tool call with its outcome."""
     from .output import write_out
 
     if event["type"] == "started":

@@ -108,11 +108,12 @@ def say(
 ) -> None:
     """Say something to a local bot as a user, and handle the message as `fw event handle` does."""
     from ..platform.handling import local_say
-    from .event import progress, render_handled
+    from .agent import run_progress
+    from .event import render_handled
     from .output import json_wanted, write_out
 
     quiet = quiet and not json_wanted(as_json)
-    doc = local_say(home_of(ctx), bot, from_, text, group, run=not no_run, on_event=None if json_wanted(as_json) or quiet else progress)
+    doc = local_say(home_of(ctx), bot, from_, text, group, run=not no_run, on_event=None if json_wanted(as_json) or quiet else run_progress)
     if quiet:
         if doc.get("run"):
             write_out(doc["run"]["run_id"])

@@ -32,24 +32,13 @@ def handle(
     with the event frozen in it and run the agent on it (the message text, or a description
     of the event). The answer is not sent: the agent replies by calling event_reply."""
     from ..platform.handling import handle_event
+    from .agent import run_progress
     from .output import json_wanted
 
     raw = read_data_arg(event, "--event")
     home = home_of(ctx)
-    doc = handle_event(home, bot, raw, run=not no_run, on_event=None if json_wanted(as_json) else progress)
+    doc = handle_event(home, bot, raw, run=not no_run, on_event=None if json_wanted(as_json) else run_progress)
     emit(doc, as_json, lambda c: render_handled(c, doc))
-
-
-def progress(event: dict[str, Any]) -> None:
-    from .output import write_out
-
-    if event["type"] == "started":
-        run = event["run"]
-        tools = len(run["tools"])
-        write_out(f"Run {run['run_id']} started as {run['identity']}: {tools} tool{'s' if tools != 1 else ''}.", err=True)
-    elif event["type"] == "tool_call":
-        outcome = event["outcome"] + (f" ({event['error']})" if event.get("error") else "")
-        write_out(f"  tool {event['name']}: {outcome}", err=True)
 
 
 def render_handled(console: Any, doc: dict[str, Any]) -> None:

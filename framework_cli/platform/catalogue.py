@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Any
 
+from ..tools.registry import object_schema
+
 EVENT_PREFIX = "event_"
 PLATFORM_PREFIX = "platform_"
 
@@ -58,10 +60,6 @@ DURATION = {"type": "integer", "minimum": 0, "description": "seconds; 0 is the p
 CHAT_TYPE = {"type": "string", "enum": ["person", "private", "group"]}
 
 
-def _params(required: list[str], **props: Any) -> dict[str, Any]:
-    return {"type": "object", "properties": props, "required": required, "additionalProperties": False}
-
-
 @dataclass(frozen=True)
 class PlatformTool:
     name: str
@@ -85,56 +83,56 @@ MEMBER_EVENTS = ("message.*", "group.member_*")
 EVENT_TOOLS = (
     PlatformTool("event_reply", "send_message", "write",
                  "Reply in the conversation the event came from (its group, or the person). Your answer text is not sent unless you call this.",
-                 _params(["text"], text=TEXT),
+                 object_schema(["text"], text=TEXT),
                  ("message.*", "friend.*", "group.*", "feedback.*", "interaction.submitted"), REPLY_TARGET),
     PlatformTool("event_delete_message", "delete_message", "dangerous", "Delete the message this event is about.",
-                 _params([]), ("message.received", "message.edited"), CURRENT_MESSAGE),
+                 object_schema([]), ("message.received", "message.edited"), CURRENT_MESSAGE),
     PlatformTool("event_get_actor", "get_user_info", "read", "Look up the person who caused this event.",
-                 _params([]), ("*",), ACTOR),
+                 object_schema([]), ("*",), ACTOR),
     PlatformTool("event_get_group", "get_group_info", "read", "Look up the group this event happened in.",
-                 _params([]), ("message.*", "group.*", "bot.invited_to_group", "bot.removed_from_group", "bot.muted", "bot.unmuted"), GROUP),
+                 object_schema([]), ("message.*", "group.*", "bot.invited_to_group", "bot.removed_from_group", "bot.muted", "bot.unmuted"), GROUP),
     PlatformTool("event_get_group_member", "get_group_member_info", "read", "Look up the event's person as a member of the event's group.",
-                 _params([]), ("message.*", "group.*"), GROUP_AND_ACTOR),
+                 object_schema([]), ("message.*", "group.*"), GROUP_AND_ACTOR),
     PlatformTool("event_mute_member", "mute_member", "dangerous", "Mute the event's person in the event's group for a while.",
-                 _params([], duration=DURATION), MEMBER_EVENTS, GROUP_AND_ACTOR),
+                 object_schema([], duration=DURATION), MEMBER_EVENTS, GROUP_AND_ACTOR),
     PlatformTool("event_unmute_member", "unmute_member", "dangerous", "Lift the mute of the event's person in the event's group.",
-                 _params([]), MEMBER_EVENTS, GROUP_AND_ACTOR),
+                 object_schema([]), MEMBER_EVENTS, GROUP_AND_ACTOR),
     PlatformTool("event_kick_member", "kick_member", "dangerous", "Remove the event's person from the event's group.",
-                 _params([]), MEMBER_EVENTS, GROUP_AND_ACTOR),
+                 object_schema([]), MEMBER_EVENTS, GROUP_AND_ACTOR),
     PlatformTool("event_respond_friend_request", "approve_friend_request", "dangerous",
                  "Accept or refuse the friend request this event carries.",
-                 _params(["approve"], approve={"type": "boolean"}, remark={"type": "string"}),
+                 object_schema(["approve"], approve={"type": "boolean"}, remark={"type": "string"}),
                  ("friend.request_received",), REQUEST),
     PlatformTool("event_respond_group_invite", "approve_group_invite", "dangerous",
                  "Accept or refuse the invitation to a group this event carries.",
-                 _params(["approve"], approve={"type": "boolean"}), ("bot.invited_to_group",), REQUEST),
+                 object_schema(["approve"], approve={"type": "boolean"}), ("bot.invited_to_group",), REQUEST),
 )
 
 PLATFORM_TOOLS = (
     PlatformTool("platform_send_message", "send_message", "write", "Send a message to a person or a group.",
-                 _params(["target_type", "target_id", "text"], target_type={"type": "string", "enum": ["person", "group"]},
+                 object_schema(["target_type", "target_id", "text"], target_type={"type": "string", "enum": ["person", "group"]},
                          target_id=ID, text=TEXT)),
     PlatformTool("platform_get_message", "get_message", "read", "Read one message of a chat.",
-                 _params(["chat_type", "chat_id", "message_id"], chat_type=CHAT_TYPE, chat_id=ID, message_id=ID)),
+                 object_schema(["chat_type", "chat_id", "message_id"], chat_type=CHAT_TYPE, chat_id=ID, message_id=ID)),
     PlatformTool("platform_delete_message", "delete_message", "dangerous", "Delete one message of a chat.",
-                 _params(["chat_type", "chat_id", "message_id"], chat_type=CHAT_TYPE, chat_id=ID, message_id=ID)),
-    PlatformTool("platform_get_group_info", "get_group_info", "read", "Look up a group.", _params(["group_id"], group_id=ID)),
-    PlatformTool("platform_get_group_list", "get_group_list", "read", "List the groups the bot is in.", _params([])),
+                 object_schema(["chat_type", "chat_id", "message_id"], chat_type=CHAT_TYPE, chat_id=ID, message_id=ID)),
+    PlatformTool("platform_get_group_info", "get_group_info", "read", "Look up a group.", object_schema(["group_id"], group_id=ID)),
+    PlatformTool("platform_get_group_list", "get_group_list", "read", "List the groups the bot is in.", object_schema([])),
     PlatformTool("platform_get_group_member_list", "get_group_member_list", "read", "List the members of a group.",
-                 _params(["group_id"], group_id=ID)),
+                 object_schema(["group_id"], group_id=ID)),
     PlatformTool("platform_get_group_member_info", "get_group_member_info", "read", "Look up one member of a group.",
-                 _params(["group_id", "user_id"], group_id=ID, user_id=ID)),
+                 object_schema(["group_id", "user_id"], group_id=ID, user_id=ID)),
     PlatformTool("platform_set_group_name", "set_group_name", "dangerous", "Rename a group.",
-                 _params(["group_id", "name"], group_id=ID, name=TEXT)),
+                 object_schema(["group_id", "name"], group_id=ID, name=TEXT)),
     PlatformTool("platform_mute_member", "mute_member", "dangerous", "Mute a member of a group for a while.",
-                 _params(["group_id", "user_id"], group_id=ID, user_id=ID, duration=DURATION)),
+                 object_schema(["group_id", "user_id"], group_id=ID, user_id=ID, duration=DURATION)),
     PlatformTool("platform_unmute_member", "unmute_member", "dangerous", "Lift the mute of a member of a group.",
-                 _params(["group_id", "user_id"], group_id=ID, user_id=ID)),
+                 object_schema(["group_id", "user_id"], group_id=ID, user_id=ID)),
     PlatformTool("platform_kick_member", "kick_member", "dangerous", "Remove a member from a group.",
-                 _params(["group_id", "user_id"], group_id=ID, user_id=ID)),
-    PlatformTool("platform_leave_group", "leave_group", "dangerous", "Make the bot leave a group.", _params(["group_id"], group_id=ID)),
-    PlatformTool("platform_get_user_info", "get_user_info", "read", "Look up a person.", _params(["user_id"], user_id=ID)),
-    PlatformTool("platform_get_friend_list", "get_friend_list", "read", "List the bot's friends.", _params([])),
+                 object_schema(["group_id", "user_id"], group_id=ID, user_id=ID)),
+    PlatformTool("platform_leave_group", "leave_group", "dangerous", "Make the bot leave a group.", object_schema(["group_id"], group_id=ID)),
+    PlatformTool("platform_get_user_info", "get_user_info", "read", "Look up a person.", object_schema(["user_id"], user_id=ID)),
+    PlatformTool("platform_get_friend_list", "get_friend_list", "read", "List the bot's friends.", object_schema([])),
 )
 
 CATALOGUE: dict[str, PlatformTool] = {tool.name: tool for tool in EVENT_TOOLS + PLATFORM_TOOLS}

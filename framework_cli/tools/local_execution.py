@@ -8,7 +8,7 @@ from typing import Any
 from ..home import secrets
 from ..home.store import Home
 from ..runtime.execution import exec_program
-from .registry import Caller, Tool, _obj, register
+from .registry import Caller, Tool, object_schema, register
 
 
 def _exec(home: Home, caller: Caller, a: dict[str, Any]) -> dict[str, Any]:
@@ -22,7 +22,7 @@ register(
          "Run a program on the host: argv[0] is the program (no shell), in the run's working folder, with only PATH, HOME, "
          "LANG and TERM set. Each output stream is cut at 64 KiB; at timeout_seconds (1 to 600, default 60) the program and "
          "its children are killed.",
-         _obj(["argv"], argv={"type": "array", "items": {"type": "string"}, "minItems": 1},
+         object_schema(["argv"], argv={"type": "array", "items": {"type": "string"}, "minItems": 1},
               timeout_seconds={"type": "number", "minimum": 1, "maximum": 600}, stdin={"type": "string"}),
          _exec),
 )

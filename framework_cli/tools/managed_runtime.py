@@ -13,7 +13,7 @@ from typing import Any
 from ..errors import FwError
 from ..home.store import Home
 from ..runtime import sessions
-from .registry import MANAGED_RUNTIME, NAME, RUN_CALL_CHECKS, Caller, Tool, _obj, register
+from .registry import MANAGED_RUNTIME, NAME, RUN_CALL_CHECKS, Caller, Tool, object_schema, register
 
 RM = "resource_management"
 KEY = {"type": "string", "minLength": 1, "maxLength": 200}
@@ -53,30 +53,30 @@ def _harness_sessions(home: Home, caller: Caller, a: dict[str, Any]) -> dict[str
 
 
 register(
-    Tool("session_list", MANAGED_RUNTIME, "read", "List the sessions you are a member of.", _obj([]), _own_sessions),
+    Tool("session_list", MANAGED_RUNTIME, "read", "List the sessions you are a member of.", object_schema([]), _own_sessions),
     Tool("session_create", MANAGED_RUNTIME, "write",
          "Create a session with these members (principal names); you become a member too.",
-         _obj(["name", "members"], name=NAME, members={"type": "array", "items": NAME}, title={"type": "string", "maxLength": 200}),
+         object_schema(["name", "members"], name=NAME, members={"type": "array", "items": NAME}, title={"type": "string", "maxLength": 200}),
          _create_session),
     Tool("message_send", MANAGED_RUNTIME, "write",
          "Post a message to a session you are a member of. @name mentions a member, who may then answer.",
-         _obj(["session", "text"], session=NAME, text={"type": "string", "minLength": 1, "maxLength": 65536}), _send),
+         object_schema(["session", "text"], session=NAME, text={"type": "string", "minLength": 1, "maxLength": 65536}), _send),
     Tool("message_list", MANAGED_RUNTIME, "read", "Read the messages of a session you are a member of, oldest first.",
-         _obj(["session"], session=NAME, limit={"type": "integer", "minimum": 1}), _list_messages),
+         object_schema(["session"], session=NAME, limit={"type": "integer", "minimum": 1}), _list_messages),
     Tool("memory_write", MANAGED_RUNTIME, "write", "Remember a value (any JSON) under a key, for your later runs.",
-         _obj(["key", "value"], key=KEY, value={}), lambda h, c, a: sessions.memory_write(h, _identity(c), a["key"], a["value"])),
+         object_schema(["key", "value"], key=KEY, value={}), lambda h, c, a: sessions.memory_write(h, _identity(c), a["key"], a["value"])),
     Tool("memory_read", MANAGED_RUNTIME, "read", "Read what you remembered under a key.",
-         _obj(["key"], key=KEY), lambda h, c, a: sessions.memory_read(h, _identity(c), a["key"])),
+         object_schema(["key"], key=KEY), lambda h, c, a: sessions.memory_read(h, _identity(c), a["key"])),
     Tool("memory_list", MANAGED_RUNTIME, "read", "List the keys you remembered, optionally those starting with a prefix.",
-         _obj([], prefix={"type": "string"}), lambda h, c, a: {"keys": sessions.memory_list(h, _identity(c), a.get("prefix"))["keys"]}),
+         object_schema([], prefix={"type": "string"}), lambda h, c, a: {"keys": sessions.memory_list(h, _identity(c), a.get("prefix"))["keys"]}),
     Tool("memory_delete", MANAGED_RUNTIME, "write", "Forget what you remembered under a key.",
-         _obj(["key"], key=KEY), lambda h, c, a: sessions.memory_delete(h, _identity(c), a["key"])),
+         object_schema(["key"], key=KEY), lambda h, c, a: sessions.memory_delete(h, _identity(c), a["key"])),
     Tool("harness_session_list", RM, "read",
          "List every session: name, title, members, status and message count (no message content).",
-         _obj([]), _harness_sessions),
+         object_schema([]), _harness_sessions),
     Tool("harness_session_end", RM, "dangerous",
          "End a session: no further message may be posted, and no run tied to it may act.",
-         _obj(["session"], session=NAME), lambda h, c, a: sessions.session_end(h, a["session"])),
+         object_schema(["session"], session=NAME), lambda h, c, a: sessions.session_end(h, a["session"])),
 )
 
 

@@ -19,7 +19,7 @@ NAME = {"type": "string", "pattern": r"^[a-z0-9][a-z0-9_-]{0,62}$"}
 KIND = {"type": "string", "enum": list(KIND_NAMES)}
 
 
-def _obj(required: list[str], **props: Any) -> dict[str, Any]:
+def object_schema(required: list[str], **props: Any) -> dict[str, Any]:
     return {"type": "object", "properties": props, "required": required, "additionalProperties": False}
 
 

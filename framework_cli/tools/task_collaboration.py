@@ -10,7 +10,7 @@ from typing import Any
 
 from ..home.store import Home
 from ..runtime import tasks
-from .registry import NAME, RUN_CALL_CHECKS, Caller, Tool, _obj, register
+from .registry import NAME, RUN_CALL_CHECKS, Caller, Tool, object_schema, register
 
 TC = "task_collaboration"
 TASK_ID = {"type": "integer", "minimum": 1, "maximum": 2**63 - 1}
@@ -33,23 +33,23 @@ register(
     Tool("task_delegate", TC, "write",
          "Give a task to another agent principal. Its own agent runs it (inheriting nothing from you) when `fw dispatch` "
          "runs; the answer of that run is the task's result unless it reports one. Returns the task's id.",
-         _obj(["principal", "instructions"], principal=NAME, instructions={"type": "string", "minLength": 1, "maxLength": 65536},
+         object_schema(["principal", "instructions"], principal=NAME, instructions={"type": "string", "minLength": 1, "maxLength": 65536},
               session={**NAME, "description": "an open session the task belongs to: if it ends, the task's run stops acting"}),
          _delegate),
     Tool("task_wait", TC, "read",
          "Wait until a task ends (or timeout_seconds pass, 0 to 600, default 60) and return it with its status and result.",
-         _obj(["task_id"], task_id=TASK_ID, timeout_seconds={"type": "number", "minimum": 0, "maximum": 600}),
+         object_schema(["task_id"], task_id=TASK_ID, timeout_seconds={"type": "number", "minimum": 0, "maximum": 600}),
          lambda h, c, a: tasks.task_wait(h, a["task_id"], a.get("timeout_seconds", 60), by=_who(c))),
     Tool("task_report", TC, "write",
          "Report the outcome of the task you are working on: status done or failed, and the result.",
-         _obj(["task_id", "status", "result"], task_id=TASK_ID, status={"type": "string", "enum": ["done", "failed"]},
+         object_schema(["task_id", "status", "result"], task_id=TASK_ID, status={"type": "string", "enum": ["done", "failed"]},
               result={"type": "string", "maxLength": 65536}),
          lambda h, c, a: tasks.task_report(h, a["task_id"], a["status"], a["result"], None if c.is_manager else c.run_id)),
     Tool("task_list", TC, "read", "List your tasks: those you created, those assigned to you (role), or both.",
-         _obj([], role={"type": "string", "enum": ["created", "assigned"]}),
+         object_schema([], role={"type": "string", "enum": ["created", "assigned"]}),
          lambda h, c, a: tasks.task_list(h, _who(c), a.get("role"))),
     Tool("task_cancel", TC, "dangerous", "Cancel a task you created that has not ended; a running one stops acting.",
-         _obj(["task_id"], task_id=TASK_ID), lambda h, c, a: tasks.task_cancel(h, a["task_id"], by=_who(c))),
+         object_schema(["task_id"], task_id=TASK_ID), lambda h, c, a: tasks.task_cancel(h, a["task_id"], by=_who(c))),
 )
 
 
