@@ -9,7 +9,7 @@ import typer
 from ..domain.agents import agent_show
 from ..domain.resources import resource_list, resource_write
 from .common import complete_agent, complete_category, complete_group, home_of
-from .output import JsonOpt, emit, read_stdin_text
+from .output import JsonOpt, emit, read_text_arg
 from .resource import render_activation, render_list, render_resource, render_written
 
 app = typer.Typer(help="Create, edit, show and list agents; mount built-in tool groups on them.")
@@ -175,23 +175,11 @@ def run(
 
 
 def _message(message: Optional[str], message_file: Optional[str]) -> str:
-
     from ..errors import FwError
 
     if (message is None) == (message_file is None):
         raise FwError("usage", "give the message with exactly one of --message TEXT, --message - and --message-file PATH", "e.g. --message 'list the agents'")
-    try:
-        if message == "-":
-            return read_stdin_text("the message")
-        if message_file is not None:
-            with open(message_file, encoding="utf-8") as handle:
-                return handle.read()
-    except OSError as exc:
-        raise FwError("usage", f"cannot read the message file {message_file!r}: {exc.strerror}", "check the path") from None
-    except UnicodeDecodeError:
-        raise FwError("usage", "the message is not UTF-8 text", "pass the message as text") from None
-    assert message is not None
-    return message
+    return read_text_arg(message, message_file, "the message")
 
 
 def run_progress(event: dict[str, Any]) -> None:

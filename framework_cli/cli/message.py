@@ -7,7 +7,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from .common import home_of
-from .output import JsonOpt, emit, read_stdin_text
+from .output import JsonOpt, emit, read_text_arg
 
 app = typer.Typer(help="Post messages to a session and read them.")
 
@@ -55,15 +55,7 @@ def _text(text: Optional[str], file: Optional[str]) -> str:
 
     if (text is None) == (file is None):
         raise FwError("usage", "give the text, or --file PATH, or - for standard input", "e.g. fw message post s1 --as alice 'hello @ops'")
-    try:
-        if file is not None:
-            with open(file, encoding="utf-8") as handle:
-                return handle.read()
-        return read_stdin_text("the message") if text == "-" else str(text)
-    except OSError as exc:
-        raise FwError("usage", f"cannot read {file!r}: {exc.strerror}", "check the path") from None
-    except UnicodeDecodeError:
-        raise FwError("usage", "the text is not UTF-8", "post text") from None
+    return read_text_arg(text, file, "the message")
 
 
 @app.command("list")

@@ -255,24 +255,31 @@ def read_stdin_text(what: str) -> str:
         raise FwError("invalid", f"{what} on standard input is not UTF-8 text", "pipe text in") from None
 
 
+def read_text_file(path: str, what: str) -> str:
+    """A file's text, strictly UTF-8: a missing file is `not_found`, an unreadable one or one
+    that is not text `invalid`."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return handle.read()
+    except FileNotFoundError:
+        raise FwError("not_found", f"no {what} file {path!r}", "check the path") from None
+    except OSError as exc:
+        raise FwError("invalid", f"cannot read {what} file {path!r}: {exc.strerror}", "give the path of a readable file") from None
+    except UnicodeDecodeError:
+        raise FwError("invalid", f"{what}: file {path!r} is not UTF-8 text", "give a text file") from None
+
+
+def read_text_arg(text: str | None, path: str | None, what: str) -> str:
+    """Text given literally, as - (standard input), or from a file."""
+    if path is not None:
+        return read_text_file(path, what)
+    return read_stdin_text(what) if text == "-" else str(text)
+
+
 def read_data_arg(value: str, what: str) -> Any:
     """JSON given inline, as @FILE, or as - (standard input)."""
     example = "pass a JSON object, e.g. '{\"description\": \"...\"}', @FILE or - for stdin"
-    try:
-        if value == "-":
-            text = sys.stdin.buffer.read().decode("utf-8") if hasattr(sys.stdin, "buffer") else sys.stdin.read()
-        elif value.startswith("@"):
-            with open(value[1:], encoding="utf-8") as handle:
-                text = handle.read()
-        else:
-            text = value
-    except FileNotFoundError:
-        raise FwError("not_found", f"no {what} file {value[1:]!r}", "check the path after @") from None
-    except OSError as exc:
-        raise FwError("invalid", f"cannot read {what} file {value[1:]!r}: {exc.strerror}", "give the path of a readable file after @") from None
-    except UnicodeDecodeError:
-        source = "standard input" if value == "-" else f"file {value[1:]!r}"
-        raise FwError("invalid", f"{what}: {source} is not UTF-8 text", example) from None
+    text = read_text_arg(value, value[1:] if value.startswith("@") else None, what)
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:

@@ -19,6 +19,7 @@ from .store import SECRETS_DIR, Home
 REDACTED = "[redacted]"
 _MIN_LEN = 6  # shorter values would mangle ordinary words; no real key is that short
 _known: set[str] = set()
+_homes_read: dict[str, tuple[int, ...]] = {}  # home -> the stamp of its secret store when last read
 
 
 def remember(value: Any) -> None:
@@ -32,16 +33,33 @@ def remember(value: Any) -> None:
 
 def forget_all() -> None:
     _known.clear()
+    _homes_read.clear()
 
 
 def remember_home(home: Home) -> None:
     """Remember every secret value stored in the home; a damaged file is skipped here and
-    reported where it is used (and by `fw home check`)."""
+    reported where it is used (and by `fw home check`). The store is read again only when a
+    folder of it changed (a long `fw dispatch` learns a key stored meanwhile)."""
+    stamp = _store_stamp(home)
+    if _homes_read.get(str(home.root)) == stamp:
+        return
+    _homes_read[str(home.root)] = stamp
     for kind, name in stored(home):
         try:
             load(home, kind, name)
         except FwError:
             pass
+
+
+def _store_stamp(home: Home) -> tuple[int, ...]:
+    """The modification times of the secret store's folders: writing a secret file (a temp
+    file renamed into place) changes its folder's."""
+    root = home.path(SECRETS_DIR)
+    try:
+        folders = [root, *(e.path for e in os.scandir(root) if e.is_dir())]
+        return tuple(os.stat(f).st_mtime_ns for f in folders)
+    except (FileNotFoundError, NotADirectoryError):
+        return ()
 
 
 def stored(home: Home) -> list[tuple[str, str]]:

@@ -16,7 +16,6 @@ from typing import Any
 from ..tools.registry import object_schema
 
 EVENT_PREFIX = "event_"
-PLATFORM_PREFIX = "platform_"
 
 EVENT_TYPES = (
     "message.received",

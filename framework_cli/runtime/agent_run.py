@@ -40,8 +40,7 @@ def agent_run(
     `history` holds earlier messages of a conversation, put before `message`."""
     if max_rounds is not None and (isinstance(max_rounds, bool) or not isinstance(max_rounds, int) or max_rounds < 1):
         raise FwError("invalid", "max_rounds must be a whole number, at least 1", "e.g. --max-rounds 5")
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout <= 3600:
-        raise FwError("invalid", "the model timeout is a number of seconds above 0, at most 3600", "e.g. --timeout 60")
+    check_timeout(timeout)
     if principal is not None and agent is not None:
         _require_binding_runs(home, principal, agent)
         agent = None  # a managed run runs what its binding names
@@ -69,6 +68,12 @@ def agent_run(
         sources.close()
         _end(home, run_id)
     return result.to_dict(run_id)
+
+
+def check_timeout(timeout: Any) -> None:
+    """How long to wait for a model's answer: a number of seconds above 0, at most an hour."""
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout <= 3600:
+        raise FwError("invalid", "the model timeout is a number of seconds above 0, at most 3600", "e.g. --timeout 60")
 
 
 def _require_binding_runs(home: Home, principal: str, agent: str) -> None:

@@ -64,8 +64,9 @@ class Dispatcher:
     def __init__(self, home: Home, workers: int = 4, on_event: OnEvent | None = None, timeout: float = 60.0) -> None:
         if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= 64:
             raise FwError("invalid", "workers must be a whole number from 1 to 64", "e.g. --workers 4")
-        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout <= 3600:
-            raise FwError("invalid", "the model timeout is a number of seconds above 0, at most 3600", "e.g. --timeout 60")
+        from .agent_run import check_timeout
+
+        check_timeout(timeout)  # before any work is claimed
         self.root = home.root
         self.workers = workers
         self.timeout = timeout
