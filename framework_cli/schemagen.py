@@ -10,18 +10,19 @@ import json
 import sys
 from pathlib import Path
 
+from .domain.catalogue import CATALOGUE
+from .tools.service import TOOLS
+
 
 def generated() -> dict[str, str]:
     """File name (relative to schemas/) -> exact text."""
-    from .home.models import MODELS, json_schema
-    from .tools.service import TOOLS
+    from .home.models import MODELS, json_schema  # lazy: start-up speed
 
     out = {f"{kind}.json": json.dumps(json_schema(kind), indent=2, sort_keys=True) + "\n" for kind in MODELS}
     for name, tool in TOOLS.items():
         schema = {"$schema": "https://json-schema.org/draft/2020-12/schema", "$id": f"tools/{name}.json",
                   "title": name, "description": tool.description, **tool.input_schema}
         out[f"tools/{name}.json"] = json.dumps(schema, indent=2, sort_keys=True) + "\n"
-    from .platform.catalogue import CATALOGUE
 
     for name, tool in CATALOGUE.items():  # the event and platform tools, with their API and risk
         schema = {"$schema": "https://json-schema.org/draft/2020-12/schema", "$id": f"tools/{name}.json", "title": name,

@@ -310,7 +310,7 @@ def test_what_a_tool_answers_reaches_the_model_redacted(home):
 
 
 def test_a_dispatcher_killed_mid_claim_blocks_nobody(home):
-    from framework_cli.runtime.state import StateStore
+    from framework_cli.state.store import StateStore
 
     with ChatServer([{"content": "answered"}], repeat_last=True) as server:
         setup(server.base_url, "ops")

@@ -7,8 +7,8 @@ import sys
 import pytest
 
 from framework_cli.errors import FwError
-from framework_cli.runtime.migrations import MIGRATIONS
-from framework_cli.runtime.state import StateStore
+from framework_cli.state.migrations import MIGRATIONS
+from framework_cli.state.store import StateStore
 
 
 def test_a_new_database_gets_every_migration_once(tmp_path):
@@ -22,7 +22,7 @@ def test_a_new_database_gets_every_migration_once(tmp_path):
 
 
 def test_an_older_database_is_brought_up_to_date(tmp_path, monkeypatch):
-    import framework_cli.runtime.migrations as migrations
+    import framework_cli.state.migrations as migrations
 
     monkeypatch.setattr(migrations, "MIGRATIONS", MIGRATIONS[:0])
     StateStore(tmp_path / "state.db").close()
@@ -58,7 +58,7 @@ def test_a_failed_transaction_changes_nothing_and_a_savepoint_fails_alone(tmp_pa
 
 WRITER = """
 import sys
-from framework_cli.runtime.state import StateStore
+from framework_cli.state.store import StateStore
 store = StateStore(sys.argv[1])
 for i in range(int(sys.argv[3])):
     with store.transaction():

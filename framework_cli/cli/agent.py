@@ -68,7 +68,7 @@ def create(
     as_json: JsonOpt = False,
 ) -> None:
     """Create an agent. It is configured, not running: bind an identity to it to enable it."""
-    from ..platform.agent_fields import given
+    from ..domain.agent_fields import given  # lazy: start-up speed
 
     data = _fields(model, prompt, skill, mcp, harness, description, execution)
     if builtin_tool is not None:
@@ -104,7 +104,7 @@ def edit(
     as_json: JsonOpt = False,
 ) -> None:
     """Change an agent. Only the flags given change; a change applies from the next run."""
-    from ..platform.agent_fields import agent_edit_lists
+    from ..domain.agent_fields import agent_edit_lists  # lazy: start-up speed
 
     patch = _fields(model, prompt, skill, mcp, harness, description, execution)
     lists = {"events": (event, add_event or (), remove_event or ()),
@@ -164,8 +164,8 @@ def run(
     """Run an agent on one message: start a run, let its model call the run's tools until it
     answers (or reaches --max-rounds), then end the run. Every tool call is authorised and
     audited as the run. The model is reached through the agent's model and provider."""
-    from ..runtime.agent_run import agent_run
-    from .output import json_wanted
+    from ..engine.agent_run import agent_run  # lazy: start-up speed
+    from .output import json_wanted  # lazy: start-up speed
 
     text = _message(message, message_file)
     home = home_of(ctx)
@@ -175,7 +175,7 @@ def run(
 
 
 def _message(message: Optional[str], message_file: Optional[str]) -> str:
-    from ..errors import FwError
+    from ..errors import FwError  # lazy: start-up speed
 
     if (message is None) == (message_file is None):
         raise FwError("usage", "give the message with exactly one of --message TEXT, --message - and --message-file PATH", "e.g. --message 'list the agents'")
@@ -184,7 +184,7 @@ def _message(message: Optional[str], message_file: Optional[str]) -> str:
 
 def run_progress(event: dict[str, Any]) -> None:
     """A run's progress on stderr: its start, then each tool call with its outcome."""
-    from .output import write_out
+    from .output import write_out  # lazy: start-up speed
 
     if event["type"] == "started":
         run = event["run"]

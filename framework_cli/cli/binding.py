@@ -59,7 +59,7 @@ def set_(
 @app.command("enable")
 def enable(ctx: typer.Context, principal: PrincipalArg, as_json: JsonOpt = False) -> None:
     """Enable a binding."""
-    from ..runtime.sessions import set_binding_enabled
+    from ..runtime.sessions import set_binding_enabled  # lazy: start-up speed
 
     doc = set_binding_enabled(home_of(ctx), principal, True)
     emit(doc, as_json, lambda c: _render(c, doc))
@@ -68,7 +68,7 @@ def enable(ctx: typer.Context, principal: PrincipalArg, as_json: JsonOpt = False
 @app.command("disable")
 def disable(ctx: typer.Context, principal: PrincipalArg, as_json: JsonOpt = False) -> None:
     """Disable a binding: its agent starts no further managed runs."""
-    from ..runtime.sessions import set_binding_enabled
+    from ..runtime.sessions import set_binding_enabled  # lazy: start-up speed
 
     doc = set_binding_enabled(home_of(ctx), principal, False)
     emit(doc, as_json, lambda c: _render(c, doc))

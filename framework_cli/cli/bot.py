@@ -41,7 +41,7 @@ def add(
     as_json: JsonOpt = False,
 ) -> None:
     """Add a bot. A local bot starts online, with every API of the catalogue."""
-    from ..platform.bots import bot_add
+    from ..platform.bots import bot_add  # lazy: start-up speed
 
     token = sys.stdin.read().strip() if access_token_stdin else None
     doc = bot_add(home_of(ctx), name, adapter, principal, url=url, description=description, access_token=token)
@@ -51,7 +51,7 @@ def add(
 @app.command("list")
 def list_(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     """List bots, with their adapter, principal and whether they are online."""
-    from ..platform.bots import bot_list
+    from ..platform.bots import bot_list  # lazy: start-up speed
 
     doc = bot_list(home_of(ctx))
     columns = ["name", "adapter", "principal", "online", "description"]
@@ -63,7 +63,7 @@ def list_(ctx: typer.Context, as_json: JsonOpt = False) -> None:
 def show(ctx: typer.Context, name: NameArg, as_json: JsonOpt = False) -> None:
     """Show a bot: its definition, the APIs its adapter supports (less those withheld) and
     whether it is online."""
-    from ..platform.bots import bot_show
+    from ..platform.bots import bot_show  # lazy: start-up speed
 
     doc = bot_show(home_of(ctx), name)
     emit(doc, as_json, lambda c: _render_bot(c, doc))
@@ -72,7 +72,7 @@ def show(ctx: typer.Context, name: NameArg, as_json: JsonOpt = False) -> None:
 @app.command("remove")
 def remove(ctx: typer.Context, name: NameArg, as_json: JsonOpt = False) -> None:
     """Remove a bot. Runs started for it can no longer act through it."""
-    from ..platform.bots import bot_remove
+    from ..platform.bots import bot_remove  # lazy: start-up speed
 
     doc = bot_remove(home_of(ctx), name)
     emit(doc, as_json, lambda c: c.print(f"Removed bot {name}."))
@@ -88,7 +88,7 @@ def set_(
     as_json: JsonOpt = False,
 ) -> None:
     """Change a bot. Withheld APIs and going offline apply at once, to started runs too."""
-    from ..platform.bots import bot_set
+    from ..platform.bots import bot_set  # lazy: start-up speed
 
     secret = sys.stdin.read().strip() if secret_stdin else None
     doc = bot_set(home_of(ctx), name, unsupported_apis=unsupported_api, online=online, secret=secret)
@@ -107,10 +107,10 @@ def say(
     as_json: JsonOpt = False,
 ) -> None:
     """Say something to a local bot as a user, and handle the message as `fw event handle` does."""
-    from ..platform.handling import local_say
-    from .agent import run_progress
-    from .event import render_handled
-    from .output import json_wanted, write_out
+    from ..engine.handling import local_say  # lazy: start-up speed
+    from .agent import run_progress  # lazy: start-up speed
+    from .event import render_handled  # lazy: start-up speed
+    from .output import json_wanted, write_out  # lazy: start-up speed
 
     quiet = quiet and not json_wanted(as_json)
     doc = local_say(home_of(ctx), bot, from_, text, group, run=not no_run, on_event=None if json_wanted(as_json) or quiet else run_progress)
@@ -132,7 +132,7 @@ def log(ctx: typer.Context, bot: Annotated[str, typer.Argument(help="The local b
     """List every API call the local bot's platform served, oldest first."""
     import json
 
-    from ..platform.bots import local_platform
+    from ..platform.bots import local_platform  # lazy: start-up speed
 
     doc = local_platform(home_of(ctx), bot).log()
     rows = [[a["time"], a["api"], json.dumps(a["params"], ensure_ascii=False), a.get("error")] for a in doc["actions"]]

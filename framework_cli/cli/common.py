@@ -12,7 +12,7 @@ from ..home.store import Home
 
 
 def home_of(ctx: typer.Context) -> Home:
-    from ..home import secrets
+    from ..home import secrets  # lazy: start-up speed
 
     root = ctx.find_root()
     home = Home.open((root.obj or {}).get("home"))
@@ -42,8 +42,8 @@ def complete_group(incomplete: str) -> list[str]:
 
 
 def complete_reference(ctx: typer.Context, incomplete: str) -> list[str]:
-    from ..home.kinds import KINDS
-    from ..home.records import resource_names
+    from ..home.kinds import KINDS  # lazy: start-up speed
+    from ..home.records import resource_names  # lazy: start-up speed
 
     kind = ctx.params.get("kind") or ("agent" if ctx.command_path.split()[-2:-1] == ["agent"] else None)
     if kind not in KINDS:
@@ -52,14 +52,14 @@ def complete_reference(ctx: typer.Context, incomplete: str) -> list[str]:
 
 
 def complete_agent(ctx: typer.Context, incomplete: str) -> list[str]:
-    from ..home.kinds import KINDS
-    from ..home.records import resource_names
+    from ..home.kinds import KINDS  # lazy: start-up speed
+    from ..home.records import resource_names  # lazy: start-up speed
 
     return _matching(_home_names(ctx, lambda home: resource_names(home, KINDS["agent"])), incomplete)
 
 
 def complete_category(ctx: typer.Context, incomplete: str) -> list[str]:
-    from ..home.kinds import KINDS
+    from ..home.kinds import KINDS  # lazy: start-up speed
 
     kinds = [ctx.params["kind"]] if ctx.params.get("kind") in KINDS else list(KINDS)
     if ctx.command_path.split()[1:2] == ["agent"]:
@@ -69,7 +69,7 @@ def complete_category(ctx: typer.Context, incomplete: str) -> list[str]:
 
 
 def complete_principal(ctx: typer.Context, incomplete: str) -> list[str]:
-    from ..domain.identities import principal_names
+    from ..domain.identities import principal_names  # lazy: start-up speed
 
     return _matching(_home_names(ctx, principal_names), incomplete)
 

@@ -25,7 +25,7 @@ def dispatch(
     managed run of its principal on the task's instructions; its answer is the result unless
     the run reports one. With --once it exits when nothing is pending (exit 0 whatever the
     outcomes); without it, it keeps serving until Ctrl-C, which ends the runs in progress."""
-    from ..runtime.dispatch import dispatch as run_dispatch
+    from ..engine.dispatch import dispatch as run_dispatch  # lazy: start-up speed
 
     home = home_of(ctx)
     progress = None if json_wanted(as_json) else _progress

@@ -31,9 +31,9 @@ def handle(
     """Handle an event: if the bot's principal's agent selects its type, start a managed run
     with the event frozen in it and run the agent on it (the message text, or a description
     of the event). The answer is not sent: the agent replies by calling event_reply."""
-    from ..platform.handling import handle_event
-    from .agent import run_progress
-    from .output import json_wanted
+    from ..engine.handling import handle_event  # lazy: start-up speed
+    from .agent import run_progress  # lazy: start-up speed
+    from .output import json_wanted  # lazy: start-up speed
 
     raw = read_data_arg(event, "--event")
     home = home_of(ctx)

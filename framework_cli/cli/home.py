@@ -62,7 +62,7 @@ def check(ctx: typer.Context, as_json: JsonOpt = False) -> None:
             console.print(Text.assemble((problem["code"], "red"), " ", problem["message"]))
         for warning in doc["warnings"]:
             console.print(Text.assemble(("warning", "yellow"), " ", warning["message"]))
-        from ..home.kinds import KINDS
+        from ..home.kinds import KINDS  # lazy: start-up speed
 
         counted = ", ".join(f"{n} {k if n == 1 else KINDS[k].folder}" for k, n in doc["counts"].items())
         if doc["ok"]:

@@ -31,7 +31,7 @@ class FwGroup(TyperGroup):
         from typer._click.exceptions import ClickException, UsageError
         from typer.exceptions import Abort
 
-        from ..home import secrets
+        from ..home import secrets  # lazy: start-up speed
 
         args = list(sys.argv[1:] if args is None else args)
         set_root_json(False)
@@ -159,8 +159,8 @@ GROUPS = (
 def show_version(ctx: typer.Context, param: Any, value: bool) -> None:
     if not value or ctx.resilient_parsing:
         return
-    from .. import __version__
-    from .output import print_json, write_out
+    from .. import __version__  # lazy: start-up speed
+    from .output import print_json, write_out  # lazy: start-up speed
 
     if _invocation["as_json"]:
         print_json({"name": "fw", "version": __version__})
@@ -226,7 +226,7 @@ def root(
         bool, typer.Option("--show-completion", help="Show completion for the current shell, to copy it or customize the installation.", expose_value=False, callback=completion_option)
     ] = False,
 ) -> None:
-    from .output import set_root_json
+    from .output import set_root_json  # lazy: start-up speed
 
     set_root_json(as_json)
     ctx.obj = {"home": home}

@@ -23,8 +23,8 @@ def serve(
     """Serve the tools over MCP on standard input and output until the client disconnects.
     Every call is authorised and audited as with `fw tool call`; --json applies to
     errors before serving starts."""
-    from ..tools.mcp_server import serve as serve_mcp
-    from ..tools.service import caller_for
+    from ..serve.mcp import serve as serve_mcp  # lazy: start-up speed
+    from ..tools.service import caller_for  # lazy: start-up speed
 
     home = home_of(ctx)
     caller = caller_for(home, manager, run)

@@ -19,7 +19,7 @@ KeyArg = Annotated[str, typer.Argument(help="The memory's key.", show_default=Fa
 @app.command("list")
 def list_(ctx: typer.Context, principal: PrincipalArg, as_json: JsonOpt = False) -> None:
     """List a principal's memory keys."""
-    from ..runtime.sessions import memory_list
+    from ..runtime.sessions import memory_list  # lazy: start-up speed
 
     doc = memory_list(home_of(ctx), principal)
     emit(doc, as_json, lambda c: table(c, f"memory of {principal}", ["key"], [[k] for k in doc["keys"]], f"{principal} remembers nothing yet."))
@@ -28,7 +28,7 @@ def list_(ctx: typer.Context, principal: PrincipalArg, as_json: JsonOpt = False)
 @app.command("read")
 def read(ctx: typer.Context, principal: PrincipalArg, key: KeyArg, as_json: JsonOpt = False) -> None:
     """Show one remembered value."""
-    from ..runtime.sessions import memory_read
+    from ..runtime.sessions import memory_read  # lazy: start-up speed
 
     doc = memory_read(home_of(ctx), principal, key)
     emit(doc, as_json, lambda c: c.print(json.dumps(doc["value"], indent=2, ensure_ascii=False)))
@@ -37,7 +37,7 @@ def read(ctx: typer.Context, principal: PrincipalArg, key: KeyArg, as_json: Json
 @app.command("delete")
 def delete(ctx: typer.Context, principal: PrincipalArg, key: KeyArg, as_json: JsonOpt = False) -> None:
     """Forget one remembered value."""
-    from ..runtime.sessions import memory_delete
+    from ..runtime.sessions import memory_delete  # lazy: start-up speed
 
     doc = memory_delete(home_of(ctx), principal, key)
     emit(doc, as_json, lambda c: c.print(f"Deleted {principal}'s memory {key!r}."))

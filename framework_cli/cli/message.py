@@ -35,8 +35,8 @@ def post(
 ) -> None:
     """Post a message as a member. Each member agent it mentions (@name), or every member
     agent under policy all, gets a turn that `fw dispatch` runs."""
-    from ..errors import FwError
-    from ..runtime.sessions import message_post
+    from ..errors import FwError  # lazy: start-up speed
+    from ..runtime.sessions import message_post  # lazy: start-up speed
 
     if not as_:
         raise FwError("usage", "say who posts it: --as PRINCIPAL", "e.g. fw message post s1 --as alice 'hello @ops'")
@@ -51,7 +51,7 @@ def post(
 
 
 def _text(text: Optional[str], file: Optional[str]) -> str:
-    from ..errors import FwError
+    from ..errors import FwError  # lazy: start-up speed
 
     if (text is None) == (file is None):
         raise FwError("usage", "give the text, or --file PATH, or - for standard input", "e.g. fw message post s1 --as alice 'hello @ops'")
@@ -66,7 +66,7 @@ def list_(
     as_json: JsonOpt = False,
 ) -> None:
     """List a session's messages, oldest first."""
-    from ..runtime.sessions import message_list
+    from ..runtime.sessions import message_list  # lazy: start-up speed
 
     doc = message_list(home_of(ctx), session, limit)
 

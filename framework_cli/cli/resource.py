@@ -180,7 +180,7 @@ def delete(
     """Delete a resource in two steps. First run without --confirm: it prints the plan (what
     would be deleted, in order, and what blocks it) and deletes nothing. Then run again with
     --confirm and exactly that plan; if the home changed meanwhile, nothing is deleted."""
-    from ..domain.deletion import resource_delete
+    from ..domain.deletion import resource_delete  # lazy: start-up speed
 
     doc = resource_delete(home_of(ctx), kind, reference, recursive=recursive, confirm=confirm)
     emit(doc, as_json, lambda c: render_deletion(c, doc))
@@ -196,7 +196,7 @@ def render_deletion(console: Any, doc: dict[str, Any]) -> None:
     from rich.text import Text
     from rich.tree import Tree
 
-    from ..domain.deletion import confirm_command, unblock_hint
+    from ..domain.deletion import confirm_command, unblock_hint  # lazy: start-up speed
 
     items, blocked, users = doc["plan"], doc["blocked"], doc["dependents"]  # users: within the plan
     tree = Tree(Text(doc["target"], style="bold"))
@@ -226,7 +226,7 @@ def render_deletion(console: Any, doc: dict[str, Any]) -> None:
 @app.command("test")
 def test(ctx: typer.Context, kind: KindArg, reference: RefArg, as_json: JsonOpt = False) -> None:
     """Check a provider's or MCP server's configuration statically (no network, no process)."""
-    from ..domain.probes import resource_test
+    from ..domain.probes import resource_test  # lazy: start-up speed
 
     doc = resource_test(home_of(ctx), kind, reference)
     emit(doc, as_json, lambda c: table(c, f"{kind} {reference}: {'ok' if doc['ok'] else 'problems found'}", ["check", "ok", "detail"], [[x["name"], x["ok"], x["detail"]] for x in doc["checks"]], "no checks"))
@@ -237,7 +237,7 @@ def test(ctx: typer.Context, kind: KindArg, reference: RefArg, as_json: JsonOpt 
 @app.command("models")
 def models(ctx: typer.Context, reference: RefArg, as_json: JsonOpt = False) -> None:
     """List the models a provider serves (GET {base_url}/models with its key)."""
-    from ..domain.probes import provider_models
+    from ..domain.probes import provider_models  # lazy: start-up speed
 
     doc = provider_models(home_of(ctx), reference)
     emit(doc, as_json, lambda c: table(c, f"models of {reference}", ["model"], [[m] for m in doc["models"]], "The provider lists no models."))
@@ -247,8 +247,8 @@ def models(ctx: typer.Context, reference: RefArg, as_json: JsonOpt = False) -> N
 def schema(kind: KindArg, as_json: JsonOpt = False) -> None:
     """Show the fields a kind takes: which are required, what each accepts (--json: the
     JSON Schema too)."""
-    from ..home.kinds import kind_spec
-    from ..home.models import field_table, json_schema
+    from ..home.kinds import kind_spec  # lazy: start-up speed
+    from ..home.models import field_table, json_schema  # lazy: start-up speed
 
     kind_spec(kind)  # an unknown kind is refused with the closest one
     fields = field_table(kind)

@@ -42,7 +42,7 @@ def start(
     if bot is not None or event is not None:
         _start_for_event(ctx, principal, agent, lease, bot, event, as_json)
         return
-    from ..tools.service import start_run
+    from ..tools.service import start_run  # lazy: start-up speed
 
     doc = start_run(home_of(ctx), principal=principal, agent=agent, lease=lease)
     if quiet and not json_wanted(as_json):
@@ -54,10 +54,10 @@ def start(
 def _start_for_event(ctx: typer.Context, principal: Optional[str], agent: Optional[str], lease: Optional[int],
                      bot: Optional[str], event: Optional[str], as_json: bool) -> None:
     """`fw run start --principal P --bot B --event E`: what `fw event handle B --no-run` does."""
-    from ..errors import FwError
-    from ..platform.handling import handle_event
-    from .event import render_handled
-    from .output import read_data_arg
+    from ..engine.handling import handle_event  # lazy: start-up speed
+    from ..errors import FwError  # lazy: start-up speed
+    from .event import render_handled  # lazy: start-up speed
+    from .output import read_data_arg  # lazy: start-up speed
 
     if bot is None or event is None or principal is None or agent is not None:
         raise FwError("usage", "a run for an event needs --principal, --bot and --event (and no --agent)",

@@ -15,7 +15,7 @@ NameArg = Annotated[str, typer.Argument(help="The session's name.", show_default
 
 
 def _sessions():
-    from ..runtime import sessions
+    from ..runtime import sessions  # lazy: start-up speed
 
     return sessions
 

@@ -26,7 +26,7 @@ def _render(console: Any, task: dict[str, Any]) -> None:
 @app.command("list")
 def list_(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     """List every task, oldest first."""
-    from ..runtime.tasks import task_list
+    from ..runtime.tasks import task_list  # lazy: start-up speed
 
     doc = task_list(home_of(ctx))
     rows = [[t.get(k) if k != "instructions" else t[k][:60] for k in COLUMNS] for t in doc["tasks"]]
@@ -36,7 +36,7 @@ def list_(ctx: typer.Context, as_json: JsonOpt = False) -> None:
 @app.command("show")
 def show(ctx: typer.Context, task_id: TaskArg, as_json: JsonOpt = False) -> None:
     """Show a task with its status and result."""
-    from ..runtime.tasks import task_show
+    from ..runtime.tasks import task_show  # lazy: start-up speed
 
     doc = task_show(home_of(ctx), task_id)
     emit(doc, as_json, lambda c: _render(c, doc["task"]))
@@ -45,7 +45,7 @@ def show(ctx: typer.Context, task_id: TaskArg, as_json: JsonOpt = False) -> None
 @app.command("cancel")
 def cancel(ctx: typer.Context, task_id: TaskArg, as_json: JsonOpt = False) -> None:
     """Cancel a task that has not ended; if it is running, its run is ended."""
-    from ..runtime.tasks import task_cancel
+    from ..runtime.tasks import task_cancel  # lazy: start-up speed
 
     doc = task_cancel(home_of(ctx), task_id)
     emit(doc, as_json, lambda c: c.print(f"Task {task_id}: {doc['task']['status']}" + ("" if doc["cancelled"] else " (it had already ended)")))

@@ -44,7 +44,7 @@ def catalogue(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     """List the catalogue of chat-platform tools: event tools (frozen to the event's own ids,
     offered by the events an agent selects) apart from platform tools (the agent names the
     target; chosen with `allowed_platform_tools`). There is no raw passthrough."""
-    from ..platform.catalogue import catalogue as platform_catalogue
+    from ..domain.catalogue import catalogue as platform_catalogue  # lazy: start-up speed
 
     doc = platform_catalogue()
 

@@ -7,16 +7,20 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import FwError
+from ..home import secrets
 from ..home.kinds import DEFAULT_CATEGORY, DEFAULT_PROMPT, KINDS
+from ..home.records import load_record
 from ..home.store import Home
+from ..state.store import STATE_FILE, StateStore
 from ..suggest import article
+from .bots import check_bots
+from .identities import BINDINGS, PRINCIPALS
+from .resources import index_entry
+from .runs import run_list
 
 
 def check_home(home: Home) -> dict[str, Any]:
     """Read every file of the home; report corrupt files, dangling references and duplicates."""
-    from ..home.records import load_record
-    from .identities import BINDINGS, PRINCIPALS
-    from .resources import index_entry
 
     problems: list[dict[str, Any]] = []
     warnings: list[dict[str, Any]] = []
@@ -106,7 +110,6 @@ def check_home(home: Home) -> dict[str, Any]:
 
 def _check_state(home: Home, problems: list[dict[str, Any]]) -> None:
     """The runtime state database, if there is one, read without changing it."""
-    from ..runtime.state import STATE_FILE, StateStore
 
     path = home.path(STATE_FILE)
     if path.exists():
@@ -117,7 +120,6 @@ def _check_state(home: Home, problems: list[dict[str, Any]]) -> None:
 
 
 def _check_secrets(home: Home, problems: list[dict[str, Any]]) -> None:
-    from ..home import secrets
 
     for kind, name in secrets.stored(home):
         damaged = secrets.problem(home, kind, name)
@@ -126,7 +128,6 @@ def _check_secrets(home: Home, problems: list[dict[str, Any]]) -> None:
 
 
 def _check_runs(home: Home, problems: list[dict[str, Any]]) -> None:
-    from .runs import run_list
 
     for run in run_list(home)["runs"]:
         if "error" in run:
@@ -134,7 +135,6 @@ def _check_runs(home: Home, problems: list[dict[str, Any]]) -> None:
 
 
 def _check_bots(home: Home, problems: list[dict[str, Any]]) -> None:
-    from ..platform.bots import check_bots
 
     problems.extend(check_bots(home))
 

@@ -16,6 +16,7 @@ from ..home import secrets
 from ..home.kinds import DEFAULT_PROMPT, KINDS, check_name, kind_spec
 from ..home.records import find_one
 from ..home.store import Home
+from .identities import AgentBindings
 from .resources import scan
 
 # Which kinds may refer to a kind: the edges of the graph, read the other way round.
@@ -84,7 +85,6 @@ def _referrer_kinds(kind: str, recursive: bool) -> set[str]:
 
 
 def compute_plan(home: Home, kind: str, reference: str, recursive: bool) -> DeletionPlan:
-    from .identities import AgentBindings
 
     spec = kind_spec(kind)
     check_name(reference, f"{kind} reference")

@@ -6,10 +6,11 @@ import os
 from typing import Any
 
 from ..errors import FwError
-from ..home.kinds import check_name, is_reserved
-from ..home.records import edit_record, find_one, load_record
+from ..home.kinds import KINDS, check_name, is_reserved
+from ..home.records import edit_record, find_one, load_record, read_definition, resource_names
 from ..home.store import Home
 from ..suggest import did_you_mean, hint_with
+from .projection import Snapshot, mount_notes
 
 PRINCIPALS = "principals"
 BINDINGS = "bindings"
@@ -73,7 +74,7 @@ def get_principal(home: Home, name: str) -> dict[str, Any] | None:
 
 
 def principal_create(home: Home, name: str, kind: str) -> dict[str, Any]:
-    from ..home.models import validate
+    from ..home.models import validate  # lazy: start-up speed
 
     check_name(name, "principal name")
     if is_reserved(name):
@@ -194,12 +195,9 @@ def activation(home: Home, agent: str, definition: dict[str, Any] | None = None)
 
 def tool_groups(home: Home, definition: dict[str, Any]) -> list[dict[str, Any]]:
     """What each mounted group grants a run of this definition, or why it grants nothing."""
-    from .projection import Snapshot, mount_notes
-    from .resources import resource_read
-
     def load(kind: str) -> dict[str, Any] | None:
         try:
-            return resource_read(home, kind, definition[kind])["data"] if definition.get(kind) else None
+            return read_definition(home, KINDS[kind], definition[kind])[1] if definition.get(kind) else None
         except FwError:
             return None
 
@@ -211,8 +209,6 @@ def tool_groups(home: Home, definition: dict[str, Any]) -> list[dict[str, Any]]:
 def binding_command(home: Home, principal: str) -> str:
     """`fw binding set P --agent A`, with the agent named when the home says which: one of
     P's name, or the only agent there is."""
-    from ..home.kinds import KINDS
-    from ..home.records import resource_names
 
     agents = resource_names(home, KINDS["agent"])
     agent = principal if principal in agents else next(iter(agents)) if len(agents) == 1 else None
@@ -242,7 +238,6 @@ def agent_bind(
 ) -> dict[str, Any]:
     """Create or update a binding. A new one is enabled (directory: the home, rounds:
     unlimited, policy: mentioned); an update changes only what is given, never `enabled`."""
-    from ..home.kinds import KINDS
 
     check_name(principal, "principal name")
     check_name(agent, "agent reference")

@@ -12,6 +12,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..home.kinds import GROUPS_WITHOUT_TOOLS
+
 BUILTIN_PREFIX = "framework_"
 MANAGED_RUNTIME = "managed_runtime"  # the group of sessions, messages and memory: every managed run has it
 MCP_PREFIX = "mcp__"
@@ -147,7 +149,6 @@ def _skills(snapshot: Snapshot) -> list[dict[str, Any]]:
 def mount_notes(definition: dict[str, Any], snapshot: Snapshot) -> list[dict[str, Any]]:
     """For each mounted group: whether a run would get its tools, and if not, why, in plain
     words (for `fw agent show` and a written agent's `activation`)."""
-    from ..home.kinds import GROUPS_WITHOUT_TOOLS
 
     gate = runner_refusal(snapshot)
     execution = bool((definition.get("execution") or {}).get("enabled"))

@@ -20,11 +20,13 @@ from ..home.records import (
     load_for_edit,
     merge_patch,
     parse_text,
+    read_definition,
     refuse_secret_values,
     validate_stored,
 )
 from ..home.secrets import REDACTED
 from ..home.store import Home
+from ..home.yamlio import join_front_matter, rt_dump, to_commented, to_plain
 from ..suggest import did_you_mean, hint_with, plural
 
 MISSING: Any = object()
@@ -152,12 +154,7 @@ def resource_list_all(home: Home, category: str | None = None) -> dict[str, Any]
 def resource_read(home: Home, kind: str, reference: str) -> dict[str, Any]:
     spec = kind_spec(kind)
     check_reference(home, spec, reference)
-    category, rel = find_one(home, spec, reference)
-    text = home.read_text(rel)
-    if text is None:
-        raise FwError("corrupt", f"{rel}: the file is missing", fix_hint(rel), path=rel)
-    data, body = parse_text(spec, text, rel)
-    plain = validate_stored(spec, reference, data, rel)
+    category, plain, body = read_definition(home, spec, reference)
     return shown(home, spec, reference, category, plain, body)
 
 
@@ -223,8 +220,7 @@ def resource_write(
     category: str | None = None,
 ) -> dict[str, Any]:
     """Create (a whole definition, a new name) or update (a JSON merge patch) one resource."""
-    from ..home.models import dump, validate
-    from ..home.yamlio import join_front_matter, rt_dump, to_commented, to_plain
+    from ..home.models import dump, validate  # lazy: start-up speed
 
     spec = kind_spec(kind)
     if create:
@@ -296,7 +292,7 @@ def resource_write(
             raise FwError("invalid", f"a skill's name must be its reference {reference!r}", "drop name, or set it to the reference", field="name")
         _check_refs(home, spec, reference, plain)
         if kind == "agent":  # event types and platform tools are checked against the catalogue on write only
-            from ..platform.catalogue import check_agent_fields
+            from .catalogue import check_agent_fields  # lazy: start-up speed (listing never needs it)
 
             check_agent_fields(plain)
         if target_category != old_category:
@@ -321,7 +317,7 @@ def resource_write(
         result = shown(home, spec, reference, target_category, plain, new_body)
         result["changed"] = changed
         if kind == "agent":
-            from .identities import activation
+            from .identities import activation  # lazy: start-up speed (listing never needs it)
 
             result["activation"] = activation(home, reference, plain)
     return result

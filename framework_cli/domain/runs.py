@@ -18,7 +18,10 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Protocol
 
 from ..errors import FwError
+from ..home.kinds import check_name
 from ..home.store import Home
+from .identities import binding_command, get_binding, get_principal, no_principal
+from .resources import resource_read
 
 RUNS = "runs"
 RUN_ID_RE = re.compile(r"run-[0-9]{8}T[0-9]{6}-[0-9a-f]{8}")
@@ -93,7 +96,6 @@ Project = Callable[[RunStart], ProjectionLike]
 
 
 def _load_part(home: Home, agent: str, kind: str, name: str) -> dict[str, Any]:
-    from .resources import resource_read
 
     try:
         return resource_read(home, kind, name)["data"]
@@ -113,8 +115,6 @@ def prepare_run(
     context: dict[str, Any] | None = None,
 ) -> RunStart:
     """Check that a run may start and read what it starts from; nothing is written."""
-    from ..home.kinds import check_name
-    from .resources import resource_read
 
     if (principal is None) == (agent is None):
         raise FwError("usage", "give exactly one of --principal and --agent", "--principal P starts a managed run, --agent A an explicit one")
@@ -142,7 +142,6 @@ def prepare_run(
 
 
 def _enabled_binding(home: Home, principal: str) -> dict[str, Any]:
-    from .identities import binding_command, get_binding
 
     _require_agent_identity(home, principal)
     binding = get_binding(home, principal)
@@ -201,7 +200,6 @@ def run_start(
 
 def _require_agent_identity(home: Home, principal: str) -> None:
     """A managed run acts as its principal: a missing or damaged identity stops it."""
-    from .identities import get_principal, no_principal
 
     who = get_principal(home, principal)  # `corrupt` when the file is damaged
     if who is None:

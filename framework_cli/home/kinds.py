@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass
 
 from ..errors import FwError
+from ..suggest import did_you_mean, hint_with
 
 NAME_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
 DEFAULT_CATEGORY = "default"
@@ -100,7 +101,6 @@ def kind_spec(kind: str) -> KindSpec:
     try:
         return KINDS[kind]
     except (KeyError, TypeError):
-        from ..suggest import did_you_mean, hint_with
 
         suggestion = did_you_mean(kind, KIND_NAMES)
         raise FwError(

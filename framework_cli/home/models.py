@@ -15,6 +15,7 @@ from pydantic import (
 )
 
 from ..errors import FwError
+from ..suggest import article
 from .kinds import BUILTIN_GROUPS
 
 NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,62}$"
@@ -294,7 +295,6 @@ def describe_error(exc: ValidationError) -> tuple[str, str]:
 
 def accepted_fields(kind: str) -> str:
     """The fields a kind takes, in words, for a hint."""
-    from ..suggest import article
 
     fields = ", ".join([*MODELS[kind].model_fields, *(["body (its text)"] if kind in ("prompt", "skill") else [])])
     more = f"; see each with `fw resource schema {kind}`" if kind not in ("principal", "binding") else ""

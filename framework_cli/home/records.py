@@ -14,7 +14,7 @@ from ..suggest import did_you_mean, hint_with
 from . import secrets
 from .kinds import NAME_RE, KindSpec, check_name, is_reserved
 from .store import NOT_TEXT, Home
-from .yamlio import YamlProblem, fast_load, split_front_matter
+from .yamlio import YamlProblem, fast_load, rt_dump, rt_load, split_front_matter, to_commented, to_plain
 
 
 # -- JSON merge patch (RFC 7386) ------------------------------------------------------------
@@ -49,7 +49,6 @@ def _same(old: Any, new: Any) -> bool:
 
 def _commented(value: Any) -> Any:
     if isinstance(value, (dict, list)):
-        from .yamlio import to_commented
 
         return to_commented(value)
     return value
@@ -80,7 +79,7 @@ def fix_hint(rel: str) -> str:
 
 def validate_stored(spec: KindSpec, name: str, data: dict[str, Any], rel: str) -> dict[str, Any]:
     """Validate a stored definition; `corrupt` (with path and field) when it does not fit."""
-    from .models import dump, validate
+    from .models import dump, validate  # lazy: start-up speed
 
     if not NAME_RE.fullmatch(name):
         raise FwError("corrupt", f"{rel}: {name!r} is not a valid {spec.name} name", fix_hint(rel), path=rel)
@@ -101,7 +100,7 @@ def validate_stored(spec: KindSpec, name: str, data: dict[str, Any], rel: str) -
 
 def load_record(home: Home, kind: str, name: str, rel: str) -> dict[str, Any]:
     """A validated principal or binding file; `corrupt` with path and field when it is not."""
-    from .models import dump, validate
+    from .models import dump, validate  # lazy: start-up speed
 
     text = home.read_text(rel)
     try:
@@ -122,8 +121,7 @@ def load_record(home: Home, kind: str, name: str, rel: str) -> dict[str, Any]:
 def edit_record(home: Home, kind: str, rel: str, patch: dict[str, Any]) -> dict[str, Any]:
     """Merge `patch` into a principal's or binding's file (created if missing), keeping a
     person's comments; validate; write only if something changed. Caller holds the lock."""
-    from .models import dump, validate
-    from .yamlio import rt_dump, to_plain
+    from .models import dump, validate  # lazy: start-up speed
 
     text = home.read_text(rel)
     doc, _ = load_for_edit(text or "", rel)
@@ -139,6 +137,16 @@ def edit_record(home: Home, kind: str, rel: str, patch: dict[str, Any]) -> dict[
 def resource_names(home: Home, spec: KindSpec) -> set[str]:
     """The names of a kind's files, read from the folders alone (no file is parsed)."""
     return {name for _, name, _ in home.resource_files(spec)}
+
+
+def read_definition(home: Home, spec: KindSpec, name: str) -> tuple[str, dict[str, Any], str | None]:
+    """(category, validated definition, body) of one resource; `not_found` or `corrupt`."""
+    category, rel = find_one(home, spec, name)
+    text = home.read_text(rel)
+    if text is None:
+        raise FwError("corrupt", f"{rel}: the file is missing", fix_hint(rel), path=rel)
+    data, body = parse_text(spec, text, rel)
+    return category, validate_stored(spec, name, data, rel), body
 
 
 def find_one(home: Home, spec: KindSpec, name: str) -> tuple[str, str]:
@@ -203,7 +211,6 @@ def _strings(data: Any, path: str) -> Any:
 
 def load_for_edit(text: str, rel: str, *, has_body: bool = False) -> tuple[Any, str | None]:
     """The round-trip document (comments, order and quotes kept) and body of a stored file."""
-    from .yamlio import rt_load, to_commented
 
     body = None
     try:

@@ -5,51 +5,27 @@ the operator (`fw bot ...`), never by an agent's tools.
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
+from ..domain.bots import bot_names, bot_rel, load_bot
+from ..domain.catalogue import APIS
+from ..domain.identities import get_principal
 from ..errors import FwError
 from ..home.kinds import check_name
+from ..home.records import edit_record
 from ..home.store import Home
-from .catalogue import APIS
+from .adapters import adapter_for, supported_apis
 
-BOTS = "bots"
 ADAPTERS_AVAILABLE = ("local",)
 
 
-def _rel(name: str) -> str:
-    return f"{BOTS}/{name}.yaml"
-
-
-def load_bot(home: Home, name: str) -> dict[str, Any]:
-    """A bot's definition; `not_found`, or `corrupt` with the path and field."""
-    from ..home.records import load_record
-
-    check_name(name, "bot name")
-    if not home.exists(_rel(name)):
-        raise FwError("not_found", f"no bot named {name!r}", "see them with `fw bot list`, add one with `fw bot add`")
-    return load_record(home, "bot", name, _rel(name))
-
-
-def find_bot(home: Home, name: str) -> dict[str, Any] | None:
-    """A bot's definition, or None when it was removed."""
-    try:
-        return load_bot(home, name)
-    except FwError as exc:
-        if exc.code == "not_found":
-            return None
-        raise
-
-
 def adapter_of(home: Home, name: str, bot: dict[str, Any]) -> Any:
-    from .adapters import adapter_for
 
     return adapter_for(home, name, bot)
 
 
 def capabilities(home: Home, name: str, bot: dict[str, Any]) -> dict[str, Any]:
     """What the bot offers now: its adapter's APIs less those it withholds."""
-    from .adapters import supported_apis
 
     adapter = adapter_of(home, name, bot)
     return {"bot": name, "adapter": bot["adapter"], "supported_apis": supported_apis(adapter, bot)}
@@ -67,24 +43,15 @@ def bot_show(home: Home, name: str) -> dict[str, Any]:
 
 def bot_list(home: Home) -> dict[str, Any]:
     items = []
-    for name in _names(home):
+    for name in bot_names(home):
         try:
             items.append(bot_show(home, name))
         except FwError as exc:
-            items.append({"name": name, "error": {"code": exc.code, "message": exc.message, "path": _rel(name)}})
+            items.append({"name": name, "error": {"code": exc.code, "message": exc.message, "path": bot_rel(name)}})
     return {"bots": items}
 
 
-def _names(home: Home) -> list[str]:
-    try:
-        files = os.listdir(home.path(BOTS))
-    except (FileNotFoundError, NotADirectoryError):
-        return []
-    return sorted(f[:-5] for f in files if f.endswith(".yaml") and not f.startswith("."))
-
-
 def _check_principal(home: Home, principal: str) -> None:
-    from ..domain.identities import get_principal
 
     check_name(principal, "principal name")
     who = get_principal(home, principal)
@@ -98,7 +65,6 @@ def _check_principal(home: Home, principal: str) -> None:
 
 def bot_add(home: Home, name: str, adapter: str, principal: str, *, url: str | None = None,
             description: str | None = None, access_token: str | None = None) -> dict[str, Any]:
-    from ..home.records import edit_record
 
     check_name(name, "bot name")
     if adapter not in ADAPTERS_AVAILABLE:
@@ -112,9 +78,9 @@ def bot_add(home: Home, name: str, adapter: str, principal: str, *, url: str | N
     if description:
         data["description"] = description
     with home.locked():
-        if home.exists(_rel(name)):
+        if home.exists(bot_rel(name)):
             raise FwError("exists", f"bot {name!r} already exists", f"change it with `fw bot set {name}`, or remove it first")
-        edit_record(home, "bot", _rel(name), data)
+        edit_record(home, "bot", bot_rel(name), data)
     adapter_of(home, name, data).set_online(True)  # a new bot starts online
     return {**bot_show(home, name), "created": True}
 
@@ -132,7 +98,7 @@ def bot_remove(home: Home, name: str) -> dict[str, Any]:
     local bot's platform and log stay in state.db, for a bot added again under its name."""
     with home.locked():
         load_bot(home, name)
-        home.remove(_rel(name))
+        home.remove(bot_rel(name))
     return {"bot": name, "removed": True}
 
 
@@ -152,7 +118,6 @@ def bot_set(home: Home, name: str, *, unsupported_apis: list[str] | None = None,
             secret: str | None = None) -> dict[str, Any]:
     """Withhold APIs from the bot's runs (the list replaces the old one), take a local bot
     online or offline. Both apply at once, to runs already started too."""
-    from ..home.records import edit_record
 
     wanted = check_apis(unsupported_apis) if unsupported_apis is not None else None
     with home.locked():
@@ -162,28 +127,7 @@ def bot_set(home: Home, name: str, *, unsupported_apis: list[str] | None = None,
         if secret is not None and bot["adapter"] != "onebot":
             raise FwError("invalid", "--secret-stdin is for onebot bots", "a local bot takes no secret")
         if wanted is not None:
-            edit_record(home, "bot", _rel(name), {"unsupported_apis": wanted or None})
+            edit_record(home, "bot", bot_rel(name), {"unsupported_apis": wanted or None})
         if online is not None:
             adapter_of(home, name, bot).set_online(online)
     return bot_show(home, name)
-
-
-def check_bots(home: Home) -> list[dict[str, Any]]:
-    """`fw home check`: each bot file parses, and names a principal that exists."""
-    from ..domain.identities import get_principal
-
-    problems = []
-    for name in _names(home):
-        try:
-            bot = load_bot(home, name)
-        except FwError as exc:
-            problems.append({"code": "corrupt", "message": exc.message, "path": _rel(name)})
-            continue
-        try:
-            missing = get_principal(home, bot["principal"]) is None
-        except FwError:
-            missing = False  # a damaged principal file is reported on its own
-        if missing:
-            problems.append({"code": "dangling", "path": _rel(name), "message": f"bot {name!r} names principal {bot['principal']!r}, which does not exist",
-                             "reference": f"principal/{bot['principal']}"})
-    return problems

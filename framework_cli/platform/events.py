@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ..domain.catalogue import ACTOR, CURRENT_MESSAGE, EVENT_TYPES, GROUP, GROUP_AND_ACTOR, REPLY_TARGET, REQUEST
 from ..errors import FwError
-from .catalogue import ACTOR, CURRENT_MESSAGE, EVENT_TYPES, GROUP, GROUP_AND_ACTOR, REPLY_TARGET, REQUEST
 
 MAX_ID = 128
 
@@ -33,7 +33,7 @@ def _build_model() -> Any:
 
     from pydantic import Field, model_validator
 
-    from ..home.models import Strict
+    from ..home.models import Strict  # lazy: start-up speed
 
     Id = Annotated[str, Field(min_length=1, max_length=MAX_ID)]
 
@@ -70,7 +70,7 @@ def validate_event(data: Any) -> dict[str, Any]:
     """The event as plain data; `invalid` naming the field at fault."""
     from pydantic import ValidationError
 
-    from ..home.models import describe_error
+    from ..home.models import describe_error  # lazy: start-up speed
 
     if not isinstance(data, dict):
         raise FwError("invalid", "the event must be a JSON object", EVENT_HINT, field="(event)")

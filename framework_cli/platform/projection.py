@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .catalogue import CATALOGUE, EVENT_TOOLS, PlatformTool
+from ..domain.catalogue import CATALOGUE, EVENT_TOOLS, PlatformTool
 from .events import target_ids
 
 RUNNER = "runner_call_permission_missing"

@@ -11,16 +11,19 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..domain.bots import find_bot, load_bot
+from ..domain.catalogue import CATALOGUE, PlatformTool
+from ..domain.tool_types import Tool
 from ..errors import FwError
 from ..home.store import Home
-from ..tools.registry import Tool
-from .catalogue import CATALOGUE, PlatformTool
+from .adapters import supported_apis
+from .bots import adapter_of, capabilities
+from .events import target_ids
+from .projection import project_platform
 
 
 def add_event_tools(home: Home, projection: Any, gate: str | None, definition: dict[str, Any], context: dict[str, Any]) -> None:
     """Add the event's and the bot's tools to a run's projection (in place)."""
-    from .bots import capabilities, load_bot
-    from .projection import project_platform
 
     bot = load_bot(home, context["bot"])
     platform = project_platform(definition, gate, context["event"], capabilities(home, context["bot"], bot))
@@ -43,8 +46,6 @@ def granted_tool(run: dict[str, Any], name: str, source: dict[str, Any]) -> Tool
 
 
 def call_platform_tool(home: Home, run: dict[str, Any], tool: PlatformTool, args: dict[str, Any]) -> dict[str, Any]:
-    from .adapters import supported_apis
-    from .bots import adapter_of, find_bot
 
     name = run.get("bot")
     bot = find_bot(home, name) if isinstance(name, str) else None
@@ -65,7 +66,6 @@ def api_params(run: dict[str, Any], tool: PlatformTool, args: dict[str, Any]) ->
     own values with the ids frozen in the run (never an id the caller sent)."""
     if not tool.is_event_tool:
         return dict(args)
-    from .events import target_ids
 
     try:
         ids = target_ids(tool.target, run["event"])

@@ -1,3 +1,4 @@
-"""The runtime half of fw: what an agent run needs while it runs (the model client, the model
-loop, the run's MCP connections). Nothing here knows the CLI; each piece is imported only on
-the run path, so listing and editing a home never pay for httpx or the MCP SDK."""
+"""Floor: services the tools call (beside platform/). What runs keep while they run: sessions,
+messages, turns and memory, tasks, host execution (`exec`), MCP client connections. May import
+domain/ and the floors below; never platform/, tools/ or above. The MCP SDK loads only when a
+connection is opened."""

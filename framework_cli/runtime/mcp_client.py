@@ -21,6 +21,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import __version__
 from ..errors import FwError
 from ..home import secrets
 from ..home.secrets import redact
@@ -273,7 +274,6 @@ def _command_exists(command: str, path: str, cwd: str | None) -> bool:
 def _client_info() -> Any:
     import mcp_types
 
-    from .. import __version__
 
     return mcp_types.Implementation(name="fw", version=__version__)
 

@@ -15,10 +15,12 @@ import json
 import re
 from typing import Any
 
+from ..domain.identities import agent_set_enabled, binding_list, get_principal, principal_list
 from ..errors import FwError
+from ..home import secrets
 from ..home.kinds import check_name
 from ..home.store import Home
-from .state import StateStore, now_iso
+from ..state.store import StateStore, now_iso
 
 MAX_HOP = 8  # a message at this hop or more starts no turn: chains of agents answering agents end
 MENTION = re.compile(r"(?<![\w@.])@([a-z0-9][a-z0-9_-]{0,62})")
@@ -34,7 +36,6 @@ def store_for(home: Home) -> StateStore:
 def refuse_secrets(home: Home, **fields: Any) -> None:
     """Runtime state lives outside secrets/: a text that holds a stored secret value is
     refused, naming the field and never the value (as a resource write is)."""
-    from ..home import secrets
 
     secrets.remember_home(home)
     for field, value in fields.items():
@@ -72,7 +73,6 @@ def present_session(store: StateStore, row: dict[str, Any]) -> dict[str, Any]:
 
 
 def _require_principal(home: Home, name: str) -> dict[str, Any]:
-    from ..domain.identities import get_principal
 
     check_name(name, "principal name")
     who = get_principal(home, name)
@@ -207,7 +207,6 @@ def _require_member(members: list[str], principal: str, session: str) -> None:
 
 def _turn_audience(home: Home) -> dict[str, dict[str, Any]]:
     """principal -> its binding, for every principal of kind agent that has a readable binding."""
-    from ..domain.identities import binding_list, principal_list
 
     agents = {p["name"] for p in principal_list(home)["principals"] if p.get("kind") == "agent"}
     return {b["principal"]: b for b in binding_list(home)["bindings"] if "error" not in b and b["principal"] in agents}
@@ -285,7 +284,6 @@ def binding_changed(home: Home, principal: str, enabled: bool, by_identity: str 
 
 def set_binding_enabled(home: Home, principal: str, enabled: bool, by_identity: str | None = None) -> dict[str, Any]:
     """`fw binding enable|disable` and `agent_set_enabled`: the binding, then its turns."""
-    from ..domain.identities import agent_set_enabled
 
     doc = agent_set_enabled(home, principal, enabled)
     doc["turns"] = binding_changed(home, principal, enabled, by_identity)

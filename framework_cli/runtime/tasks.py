@@ -12,11 +12,13 @@ import threading
 import time
 from typing import Any
 
+from ..domain.identities import get_binding, get_principal
+from ..domain.runs import run_end
 from ..errors import FwError
 from ..home.kinds import check_name
 from ..home.store import Home
-from .sessions import BACKLOG, CANCELLED, DONE, FAILED, OPEN, PENDING, RUNNING, store_for
-from .state import now_iso
+from ..state.store import now_iso
+from .sessions import BACKLOG, CANCELLED, DONE, FAILED, MAX_HOP, OPEN, PENDING, RUNNING, refuse_secrets, store_for
 
 ENDED = (DONE, FAILED, CANCELLED)
 MAX_WAIT_SECONDS = 600
@@ -59,8 +61,6 @@ def task_delegate(home: Home, principal: str, instructions: str, session: str | 
                   created_by: str = "manager", created_run: str | None = None, hop: int = 0) -> dict[str, Any]:
     """A task for `principal`; `hop` counts the runs that delegated on the way here (a run
     started for a task delegates at its task's hop plus one), and ends chains at MAX_HOP."""
-    from ..domain.identities import get_binding, get_principal
-    from .sessions import MAX_HOP, refuse_secrets
 
     check_name(principal, "principal name")
     if not isinstance(instructions, str) or not instructions.strip() or len(instructions) > MAX_INSTRUCTIONS:
@@ -116,7 +116,6 @@ def task_list(home: Home, identity: str | None = None, role: str | None = None) 
 def task_cancel(home: Home, task_id: int, by: str | None = None) -> dict[str, Any]:
     """Cancel a task that has not ended; `by` (a run's identity) must be its creator. A
     running task's run is ended, so it acts no more."""
-    from ..domain.runs import run_end
 
     with store_for(home) as store, store.transaction():
         row = _task(store, task_id)
@@ -139,7 +138,6 @@ def task_report(home: Home, task_id: int, status: str, result: str, run_id: str 
     """The task's own run reports its outcome; no other run may."""
     if status not in (DONE, FAILED):
         raise FwError("invalid", "status is done or failed", "report done with the result, or failed with why")
-    from .sessions import refuse_secrets
 
     refuse_secrets(home, result=result)
     with store_for(home) as store, store.transaction():
@@ -177,7 +175,6 @@ def task_wait(home: Home, task_id: int, timeout_seconds: float = 60, by: str | N
 
 def task_started(home: Home, task_id: int, run_id: str) -> None:
     """Record the run working on a task; a task cancelled meanwhile ends that run at once."""
-    from ..domain.runs import run_end
 
     with store_for(home) as store, store.transaction():
         recorded = store.execute("UPDATE tasks SET run_id = ? WHERE id = ? AND status = ?", (run_id, task_id, RUNNING)).rowcount

@@ -11,6 +11,8 @@ import os
 from datetime import datetime, timezone
 from typing import Any
 
+from ..domain.runs import RUN_ID_RE
+from ..errors import FwError
 from ..home.secrets import redact
 from ..home.store import Home
 
@@ -37,7 +39,6 @@ def shape(value: Any) -> Any:
 def _run_id(run_id: str | None) -> str | None:
     """The run id as given, if it is one; anything else (a typo, a pasted key, a megabyte)
     is recorded as a marker, never raw."""
-    from ..domain.runs import RUN_ID_RE
 
     if run_id is None or RUN_ID_RE.fullmatch(run_id):
         return run_id
@@ -75,7 +76,6 @@ def record(
 
 def audit_list(home: Home, limit: int = 50) -> dict[str, Any]:
     if not isinstance(limit, int) or limit < 1:
-        from ..errors import FwError
 
         raise FwError("invalid", "the limit must be a whole number, at least 1", "e.g. --limit 20")
     text = home.read_text(AUDIT_FILE) or ""

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..domain.tool_types import Caller, Tool, object_schema
 from ..home import secrets
 from ..home.store import Home
 from ..runtime.execution import exec_program
-from .registry import Caller, Tool, object_schema, register
+from .registry import register
 
 
 def _exec(home: Home, caller: Caller, a: dict[str, Any]) -> dict[str, Any]:

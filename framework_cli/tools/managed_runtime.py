@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..domain.tool_types import NAME, Caller, Tool, object_schema
 from ..errors import FwError
 from ..home.store import Home
 from ..runtime import sessions
-from .registry import MANAGED_RUNTIME, NAME, RUN_CALL_CHECKS, Caller, Tool, object_schema, register
+from .registry import MANAGED_RUNTIME, RUN_CALL_CHECKS, register
 
 RM = "resource_management"
 KEY = {"type": "string", "minLength": 1, "maxLength": 200}

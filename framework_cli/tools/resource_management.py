@@ -24,10 +24,11 @@ from ..domain.resources import (
     resource_read,
     resource_write,
 )
+from ..domain.tool_types import KIND, NAME, Caller, Tool, object_schema
 from ..errors import FwError
 from ..home.store import Home
 from ..runtime.sessions import set_binding_enabled
-from .registry import KIND, NAME, Caller, Tool, object_schema, register
+from .registry import register
 
 
 def _principal_create(home: Home, caller: Caller, a: dict[str, Any]) -> dict[str, Any]:

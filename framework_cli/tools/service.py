@@ -11,10 +11,17 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from ..domain.projection import Snapshot, project, runner_refusal
+from ..domain.runs import active_run, load_run, require_active, run_start
+from ..domain.tool_types import Caller, Tool
 from ..errors import FwError
 from ..home.kinds import BUILTIN_GROUPS
 from ..home.store import Home
-from .registry import MANAGED_RUNTIME, RUN_CALL_CHECKS, TOOL_PREFIX, TOOLS, Caller, Tool, group_tools
+from ..platform.toolset import add_event_tools, granted_tool
+from ..suggest import did_you_mean, hint_with
+from . import audit
+from .registry import MANAGED_RUNTIME, RUN_CALL_CHECKS, TOOL_PREFIX, TOOLS, group_tools
+from .sources import RunSources, list_mcp_tools, skill_description, skill_text
 
 # The tool groups register their tools when imported; their order is the order tools are listed.
 GROUP_MODULES = ("resource_management", "task_collaboration", "local_execution", "managed_runtime")
@@ -28,8 +35,6 @@ REFUSALS = ("denied", "run_ended", "lease_expired", "session_ended")  # audited 
 def _project_tools(home: Home, start: Any, held: list[Any]) -> Any:
     """The projection of a run about to start. Its MCP servers are started to list their
     tools (unless the runner may call no tool anyway); the open connections go in `held`."""
-    from ..domain.projection import Snapshot, project, runner_refusal
-    from .sources import list_mcp_tools, skill_description
 
     definition = start.definition
     snapshot = Snapshot(definition, start.model_tool_call, start.harness, GROUP_TOOLS, managed=start.mode == "managed")
@@ -41,7 +46,6 @@ def _project_tools(home: Home, start: Any, held: list[Any]) -> Any:
     snapshot.skills = {name: skill_description(home, name) for name in definition.get("skills") or []}
     projection = project(snapshot)
     if "event" in start.context:  # a run started for a chat-platform event: its event and platform tools
-        from ..platform.toolset import add_event_tools
 
         add_event_tools(home, projection, runner_refusal(snapshot), definition, start.context)
     return projection
@@ -55,8 +59,6 @@ def open_run(
     context: dict[str, Any] | None = None,
 ) -> tuple[dict[str, Any], Any]:
     """Start a run and keep its MCP servers running: (run record, RunSources to close)."""
-    from ..domain.runs import run_start
-    from .sources import RunSources
 
     held: list[Any] = []
     try:
@@ -85,12 +87,10 @@ def _granted(home: Home, run: dict[str, Any], name: str, sources: Any) -> Tool:
         return Tool(name, f"mcp:{source['server']}", "write", source.get("description") or "", source.get("input_schema") or {},
                     lambda h, c, a: _call_mcp(h, run, source, a, sources))
     if isinstance(source, dict) and source.get("source") == "skill":
-        from .sources import skill_text
 
         return Tool(name, "skill", "read", source.get("description") or "", source.get("input_schema") or {},
                     lambda h, c, a: skill_text(h, source["skill"]))
     if isinstance(source, dict) and source.get("source") in ("event", "platform"):
-        from ..platform.toolset import granted_tool
 
         return granted_tool(run, name, source)
     rel = f"runs/{run['run_id']}.json"
@@ -101,7 +101,6 @@ def _granted(home: Home, run: dict[str, Any], name: str, sources: Any) -> Tool:
 def _call_mcp(home: Home, run: dict[str, Any], source: dict[str, Any], args: dict[str, Any], sources: Any) -> dict[str, Any]:
     """Call an MCP tool through the caller's open connections, or a one-off connection that
     is closed again after the call."""
-    from .sources import RunSources
 
     if sources is not None:
         return sources.call_mcp(source["server"], source["tool"], args)
@@ -127,7 +126,6 @@ def caller_for(home: Home, manager: bool, run_id: str | None) -> Caller:
 
 def list_tools(home: Home, caller: Caller) -> dict[str, Any]:
     """The tools a caller has: every tool for the Manager, the snapshot's tools for a run."""
-    from ..domain.runs import active_run
 
     if caller.is_manager:
         return {"tools": [describe(t, t.name) for t in manager_tools()]}
@@ -170,7 +168,6 @@ def _validate_args(tool: Tool, args: Any) -> None:
             message = error.message.replace("'", "")
         elif error.validator == "enum":
             message = f"must be one of: {', '.join(map(str, error.validator_value))}"
-        from ..suggest import did_you_mean, hint_with
 
         suggestion = did_you_mean(error.instance, error.validator_value) if error.validator == "enum" else {}
         hint = hint_with(suggestion, "see the tool's input_schema in `fw tool list`")
@@ -179,7 +176,6 @@ def _validate_args(tool: Tool, args: Any) -> None:
 
 def call_tool(home: Home, caller: Caller, name: str, args: Any, sources: Any = None) -> dict[str, Any]:
     """Authorise, validate and run one call; audit it whatever happens."""
-    from . import audit
 
     run_id = caller.run_id
     try:
@@ -189,7 +185,6 @@ def call_tool(home: Home, caller: Caller, name: str, args: Any, sources: Any = N
                 hint = "the Manager uses bare names (resource_write)" if name.startswith(TOOL_PREFIX) else "see `fw tool list --manager`"
                 raise FwError("not_found", f"no tool named {name!r}", hint)
         else:
-            from ..domain.runs import load_run, require_active
 
             run = load_run(home, run_id)  # type: ignore[arg-type]  # re-read: ended or expired since?
             caller = Caller("run", run_id, run)  # a refusal below is audited as the run's identity

@@ -11,18 +11,19 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..domain.resources import resource_read
 from ..errors import FwError
 from ..home import secrets
 from ..home.kinds import KINDS
 from ..home.records import find_one, parse_text, validate_stored
 from ..home.store import Home
+from ..runtime.mcp_client import McpConnections, ServerSpec
 
 START_TIMEOUT = 10.0  # seconds a server gets to start and list its tools (CONTRACT section 6)
 
 
 def server_spec(home: Home, name: str, cwd: str | None) -> Any:
     """How to reach one MCP server: its definition with its secret env and headers."""
-    from ..runtime.mcp_client import ServerSpec
 
     spec = KINDS["mcp"]
     _, rel = find_one(home, spec, name)
@@ -49,7 +50,6 @@ def _is_dir(path: str) -> bool:
 
 def skill_description(home: Home, name: str) -> str | None:
     """A skill's description, or None when the skill cannot be read (missing or corrupt)."""
-    from ..domain.resources import resource_read
 
     try:
         return resource_read(home, "skill", name)["data"].get("description", "")
@@ -59,7 +59,6 @@ def skill_description(home: Home, name: str) -> str | None:
 
 def skill_text(home: Home, name: str) -> dict[str, Any]:
     """A skill tool's answer: the skill's text."""
-    from ..domain.resources import resource_read
 
     doc = resource_read(home, "skill", name)
     return {"skill": name, "text": doc.get("body") or ""}
@@ -90,7 +89,6 @@ class RunSources:
         for connections in self._open:
             if server in connections.tools:
                 return connections
-        from ..runtime.mcp_client import McpConnections
 
         try:
             spec = server_spec(self.home, server, self.directory)
@@ -107,7 +105,6 @@ class RunSources:
 def list_mcp_tools(home: Home, servers: list[str], directory: str | None) -> Any:
     """Start (or connect to) every server at once and list their tools; the open connections
     (`.tools`, `.unavailable`), to be closed by the caller."""
-    from ..runtime.mcp_client import McpConnections
 
     specs, broken = [], {}
     for name in servers:

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..domain.tool_types import NAME, Caller, Tool, object_schema
 from ..home.store import Home
 from ..runtime import tasks
-from .registry import NAME, RUN_CALL_CHECKS, Caller, Tool, object_schema, register
+from .registry import RUN_CALL_CHECKS, register
 
 TC = "task_collaboration"
 TASK_ID = {"type": "integer", "minimum": 1, "maximum": 2**63 - 1}

@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 from typing import Any, Protocol
 
+from ...errors import FwError
 from ...home.store import Home
 
 ADAPTER_MODULES = {"local": f"{__name__}.local"}
@@ -39,7 +40,6 @@ class NotAvailable:
         return False
 
     def call(self, api: str, params: dict[str, Any]) -> dict[str, Any]:
-        from ...errors import FwError
 
         raise FwError("unavailable", f"the {self.name} adapter is not available in this version of fw", "", reason="adapter_offline")
 

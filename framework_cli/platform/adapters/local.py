@@ -15,10 +15,11 @@ from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+from ...domain.catalogue import APIS
 from ...errors import FwError
 from ...home.store import Home
-from ...runtime.state import StateStore, now_iso
-from ..catalogue import APIS
+from ...state.store import StateStore, now_iso
+from ..events import validate_event
 
 DEFAULT_MUTE_SECONDS = 600  # what `duration: 0` means here
 
@@ -97,7 +98,6 @@ class LocalPlatform:
     def say(self, user: str, text: str, group: str | None = None) -> dict[str, Any]:
         """A user posts a message (to the bot, or in a group); the users and the group named are
         created on first use. The event the bot receives."""
-        from ..events import validate_event
 
         event: dict[str, Any] = {"type": "message.received", "actor": {"id": user}, "message": {"id": "0", "text": text}}
         if group is not None:

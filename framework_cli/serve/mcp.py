@@ -11,10 +11,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from .. import __version__
+from ..domain.runs import active_run
 from ..errors import FwError
 from ..home.secrets import redact
 from ..home.store import Home
-from .service import Caller, call_tool, list_tools
+from ..tools.service import Caller, call_tool, list_tools
+from ..tools.sources import RunSources
 
 
 def _result(doc: dict[str, Any], is_error: bool) -> Any:
@@ -32,7 +35,6 @@ def build_server(home: Home, caller: Caller, sources: Any = None) -> Any:
     import mcp_types as types
     from mcp.server.lowlevel import Server
 
-    from .. import __version__
 
     async def on_list_tools(ctx: Any, params: Any) -> Any:
         from mcp.shared.exceptions import MCPError
@@ -65,11 +67,9 @@ def serve(home: Home, caller: Caller) -> None:
     import anyio
     from mcp.server.stdio import stdio_server
 
-    from .sources import RunSources
 
     directory = None
     if not caller.is_manager:
-        from ..domain.runs import active_run
 
         # a missing or ended run is an error before serving
         directory = active_run(home, caller.run_id).get("directory")  # type: ignore[arg-type]

@@ -9,8 +9,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..domain.bots import load_bot
+from ..domain.catalogue import selects
+from ..domain.identities import get_binding
+from ..domain.resources import resource_read
 from ..errors import FwError
 from ..home.store import Home
+from ..platform.bots import adapter_of, local_platform
+from ..platform.events import describe_event, validate_event
+from ..runtime.sessions import refuse_secrets
+from ..tools.service import open_run
+from .agent_run import agent_run
 
 NOT_SELECTED = "event_not_selected"
 BINDING_DISABLED = "binding_disabled"
@@ -28,9 +37,6 @@ def handle_event(
 ) -> dict[str, Any]:
     """`{"handled": false, "reason"}`, or `{"handled": true, "run": {...}}` and, when the
     loop ran, its `result`. `principal`, when given, must be the bot's."""
-    from ..runtime.sessions import refuse_secrets
-    from .bots import adapter_of, load_bot
-    from .events import validate_event
 
     bot = load_bot(home, bot_name)
     event = validate_event(raw_event)
@@ -46,8 +52,6 @@ def local_say(home: Home, bot_name: str, user: str, text: str, group: str | None
               on_event: Any = None) -> dict[str, Any]:
     """`fw bot local say`: the user's message lands on the local platform, and is handled as
     the event it makes: `{"event", "handled", ...}`."""
-    from ..runtime.sessions import refuse_secrets
-    from .bots import load_bot, local_platform
 
     refuse_secrets(home, text=text, user=user, group=group)
     event = local_platform(home, bot_name).say(user, text, group)
@@ -62,7 +66,6 @@ def handle_ingested(home: Home, bot_name: str, bot: dict[str, Any], event: dict[
         return {"handled": False, "reason": reason}
     context = {"bot": bot_name, "event": event}
     if not run:
-        from ..tools.service import open_run
 
         record, sources = open_run(home, principal=bot["principal"], lease=lease, context=context)
         sources.close()
@@ -72,9 +75,6 @@ def handle_ingested(home: Home, bot_name: str, bot: dict[str, Any], event: dict[
 
 def refusal(home: Home, bot_name: str, principal: str, event_type: str) -> str | None:
     """Why the principal's binding does not take an event of this type, or None."""
-    from ..domain.identities import get_binding
-    from ..domain.resources import resource_read
-    from .catalogue import selects
 
     binding = get_binding(home, principal)
     if binding is None:
@@ -89,8 +89,6 @@ def refusal(home: Home, bot_name: str, principal: str, event_type: str) -> str |
 
 
 def _run_loop(home: Home, principal: str, event: dict[str, Any], context: dict[str, Any], on_event: Any) -> dict[str, Any]:
-    from ..runtime.agent_run import agent_run
-    from .events import describe_event
 
     started: dict[str, Any] = {}
 

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import FwError
+from .migrations import MIGRATIONS
 
 STATE_FILE = "state.db"
 BUSY_TIMEOUT_MS = 60_000  # how long a writer waits for another process's transaction
@@ -114,7 +115,6 @@ class StateStore:
     # -- the schema ------------------------------------------------------------------------
     def migrate(self) -> None:
         """Apply every migration this database lacks, in order, each with its record."""
-        from .migrations import MIGRATIONS
 
         if self._applied() == {name for name, _ in MIGRATIONS}:
             return  # up to date: opening writes nothing

@@ -16,8 +16,8 @@ from typing import Any, Protocol
 
 from ..errors import FwError
 from ..home.secrets import redact
+from ..runtime.documents import redact_document
 from .chat import Reply, ToolCall, wire_tool_call
-from .documents import redact_document
 
 # Codes that mean "not allowed" rather than "went wrong": the model should not simply retry.
 REFUSAL_CODES = frozenset({"denied", "run_ended", "lease_expired", "session_ended"})

@@ -17,12 +17,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..domain.identities import get_binding
+from ..domain.runs import RUN_ID_RE, load_run, present, run_end
 from ..errors import FwError
 from ..home.secrets import redact
 from ..home.store import Home
-from . import sessions, tasks
-from .sessions import BACKLOG, CANCELLED, DONE, FAILED, PENDING, RUNNING
-from .state import StateStore, now_iso
+from ..runtime import sessions, tasks
+from ..runtime.sessions import BACKLOG, CANCELLED, DONE, FAILED, PENDING, RUNNING
+from ..state.store import StateStore, now_iso
+from .agent_run import agent_run, check_timeout
 
 POLL_SECONDS = 0.5  # how often a serving dispatcher looks for new work
 STARTING_SECONDS = 120  # a claimed turn or task whose run has not started by then was left by a killed dispatcher
@@ -64,7 +67,6 @@ class Dispatcher:
     def __init__(self, home: Home, workers: int = 4, on_event: OnEvent | None = None, timeout: float = 60.0) -> None:
         if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= 64:
             raise FwError("invalid", "workers must be a whole number from 1 to 64", "e.g. --workers 4")
-        from .agent_run import check_timeout
 
         check_timeout(timeout)  # before any work is claimed
         self.root = home.root
@@ -149,7 +151,6 @@ class Dispatcher:
     def _reap_interrupted(self, store: StateStore) -> None:
         """Work left `running` by a dispatcher that was killed: its run is not active any
         more, so it is marked failed."""
-        from ..domain.runs import RUN_ID_RE, load_run, present
 
         home = Home(self.root)
         for kind, table in TABLES.items():
@@ -182,7 +183,6 @@ class Dispatcher:
              history: list[dict[str, Any]] | None, started: Callable[[str], None]) -> dict[str, Any] | Outcome:
         """A managed run of the item's principal on `message`: its result document, or the
         outcome when it could not run."""
-        from .agent_run import agent_run
 
         def note(event: dict[str, Any]) -> None:
             if event.get("type") == "started":
@@ -260,7 +260,6 @@ def item_principal(store: StateStore, kind: str, item_id: int) -> str:
 
 
 def _binding_enabled(root: Any, principal: str) -> bool:
-    from ..domain.identities import get_binding
 
     try:
         binding = get_binding(Home(root), principal)
@@ -278,7 +277,6 @@ def _age_seconds(stamp: str | None) -> float:
 
 
 def _end_run(root: Any, run_id: str | None) -> None:
-    from ..domain.runs import run_end
 
     if run_id:
         try:

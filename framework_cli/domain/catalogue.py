@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Any
 
-from ..tools.registry import object_schema
+from ..errors import FwError
+from .tool_types import object_schema
 
 EVENT_PREFIX = "event_"
 
@@ -164,7 +165,6 @@ def catalogue() -> dict[str, Any]:
 def check_agent_fields(definition: dict[str, Any]) -> None:
     """A write through fw names only event types that exist and platform tools of the
     catalogue (a file written by hand still loads; the projection reports what it names)."""
-    from ..errors import FwError
 
     for pattern in definition.get("events") or []:
         if not any(fnmatchcase(event_type, pattern) for event_type in EVENT_TYPES):

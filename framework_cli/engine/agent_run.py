@@ -10,12 +10,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..domain.identities import get_binding
 from ..domain.probes import provider_key
 from ..domain.resources import resource_read
+from ..domain.runs import run_end
+from ..domain.tool_types import Caller
 from ..errors import FwError
-from ..home.kinds import DEFAULT_PROMPT
+from ..home.kinds import DEFAULT_PROMPT, check_name
 from ..home.store import Home
-from ..tools.registry import Caller
 from ..tools.service import call_tool, list_tools, open_run
 from .chat import ChatClient
 from .loop import OnEvent, run_loop
@@ -77,8 +79,6 @@ def check_timeout(timeout: Any) -> None:
 
 
 def _require_binding_runs(home: Home, principal: str, agent: str) -> None:
-    from ..domain.identities import get_binding
-    from ..home.kinds import check_name
 
     check_name(principal, "principal name")
     binding = get_binding(home, principal)
@@ -104,7 +104,6 @@ def system_prompt(home: Home, definition: dict[str, Any]) -> str:
 
 
 def _end(home: Home, run_id: str) -> None:
-    from ..domain.runs import run_end
 
     try:
         run_end(home, run_id)

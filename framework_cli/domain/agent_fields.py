@@ -8,6 +8,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..home.store import Home
+from .agents import agent_edit
+from .resources import resource_read
 
 # field -> (replacement or None, entries to add, entries to remove)
 ListEdits = dict[str, tuple[Sequence[str] | None, Sequence[str], Sequence[str]]]
@@ -29,8 +31,6 @@ def edited(current: Sequence[str], replace: Sequence[str] | None, add: Sequence[
 def agent_edit_lists(home: Home, name: str, patch: dict[str, Any], lists: ListEdits, **builtin: Any) -> dict[str, Any]:
     """`agent_edit` with these list fields changed too; an empty result removes the field
     (absent and empty mean the same: no event, no platform tool)."""
-    from ..domain.agents import agent_edit
-    from ..domain.resources import resource_read
 
     patch = dict(patch)
     wanted = {field: edits for field, edits in lists.items() if edits[0] is not None or edits[1] or edits[2]}

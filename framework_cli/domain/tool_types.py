@@ -1,0 +1,52 @@
+"""What a tool is and who calls it: the types the registry, the tool groups and the platform
+toolset share. Plain data, cheap to import, and low enough that every floor above may use it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ..home.kinds import KIND_NAMES
+from ..home.store import Home
+
+NAME = {"type": "string", "pattern": r"^[a-z0-9][a-z0-9_-]{0,62}$"}
+KIND = {"type": "string", "enum": list(KIND_NAMES)}
+
+
+def object_schema(required: list[str], **props: Any) -> dict[str, Any]:
+    return {"type": "object", "properties": props, "required": required, "additionalProperties": False}
+
+
+# The audit's caller for a run that does not exist: not a valid principal name, so it can
+# never be mistaken for an identity.
+UNKNOWN_RUN = "(unknown run)"
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who is calling: the Manager (`fw tool call --manager`) or a run (never the Manager)."""
+
+    kind: str  # "manager" or "run"
+    run_id: str | None = None
+    run: dict[str, Any] | None = None  # the run's record, once loaded and checked
+
+    @property
+    def is_manager(self) -> bool:
+        return self.kind == "manager"
+
+    @property
+    def identity(self) -> str:
+        if self.is_manager:
+            return "manager"
+        return self.run["identity"] if self.run else UNKNOWN_RUN
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    group: str
+    risk: str  # read, write, dangerous
+    description: str
+    input_schema: dict[str, Any]
+    handler: Callable[[Home, Caller, dict[str, Any]], dict[str, Any]]
