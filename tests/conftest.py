@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import typer.testing
 from typer.testing import CliRunner
 
 from framework_cli.cli.main import build_app
@@ -18,6 +19,13 @@ REPO = Path(__file__).resolve().parent.parent
 SAMPLE_HOME = REPO / "sample_home"
 CANARY = "sk-CANARY-7f3a9c1e5b2d4f60"
 APP = build_app()
+
+# Typer turns the app into a click command on every CliRunner.invoke: for fw's whole app that is
+# most of an in-process call's time. The command is built from the same app each time, so build
+# it once per test process (an installed `fw` still builds its own on every start).
+_build_command = typer.testing._get_command
+_click_command = _build_command(APP)
+typer.testing._get_command = lambda app: _click_command if app is APP else _build_command(app)
 
 
 class Result:
