@@ -201,12 +201,13 @@ def _check_refs(home: Home, spec: KindSpec, name: str, plain: dict[str, Any]) ->
 def _check_key_source(plain: dict[str, Any], stored_key: Any) -> None:
     key, env = stored_key, plain.get("api_key_env")
     if isinstance(key, str) and not key.strip():
-        raise FwError("invalid", "api_key is empty", "give the key itself, or name its variable with api_key_env")
+        raise FwError("invalid", "api_key is empty", "give the key itself, or name its variable with api_key_env", field="api_key")
     if key is None and env is None:
         raise FwError(
             "invalid",
             "a provider needs a key: api_key or api_key_env",
             "pass the key with --api-key-stdin, or name its variable with api_key_env",
+            field="api_key",
         )
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..domain.projection import Snapshot, project
 from ..domain.resources import resource_read
 from ..errors import FwError
 from ..home import secrets
@@ -115,3 +116,21 @@ def list_mcp_tools(home: Home, servers: list[str], directory: str | None) -> Any
     connections = McpConnections(specs, start_timeout=START_TIMEOUT).__enter__()
     connections.unavailable.update(broken)
     return connections
+
+
+def tools_offered_now(home: Home, mcps: list[str], skills: list[str], directory: str | None = None) -> dict[str, Any]:
+    """Every MCP and skill tool these sources give now, whatever an agent's `allowed_tools`
+    say, as the projection names them; and each source or name that gives none, with the
+    projection's reason (`source_unavailable`, `ambiguous_name`, ...). The servers are
+    started to list their tools and stopped again before this returns."""
+
+    snapshot = Snapshot({"mcps": list(mcps), "skills": list(skills)}, True, None, {})
+    if mcps:
+        connections = list_mcp_tools(home, list(mcps), directory)
+        try:
+            snapshot.mcp_tools, snapshot.mcp_unavailable = dict(connections.tools), dict(connections.unavailable)
+        finally:
+            connections.__exit__(None, None, None)
+    snapshot.skills = {name: skill_description(home, name) for name in skills}
+    projection = project(snapshot)
+    return {"tools": [{"name": name, **projection.sources[name]} for name in projection.tools], "unavailable": projection.unavailable}

@@ -1,0 +1,251 @@
+"""What the page's forms hold, both ways: a stored definition as the values of a form, and
+a submitted form as the definition (or merge patch) the domain functions take.
+
+Plain functions on plain data: the page renders what `*_values` give and saves what
+`*_definition` give; the domain decides whether it is valid.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from ...domain.catalogue import EVENT_TOOLS, EVENT_TYPES, PLATFORM_TOOLS, selects
+from ...domain.projection import AMBIGUOUS, MCP_PREFIX, SKILL_PREFIX, SOURCE_UNAVAILABLE
+from ...home.kinds import DEFAULT_CATEGORY
+
+# A form as the page reads it: each field's values, in the order they came.
+Form = dict[str, list[str]]
+
+
+def form_of(items: Iterable[tuple[str, Any]]) -> Form:
+    out: Form = {}
+    for key, value in items:
+        if isinstance(value, str):
+            out.setdefault(key, []).append(value)
+    return out
+
+
+def one(form: Form, key: str) -> str:
+    """A single-valued field, its surrounding white space removed ('' when absent)."""
+    return (form.get(key) or [""])[0].strip()
+
+
+def many(form: Form, key: str) -> list[str]:
+    """A many-valued field (ticked checkboxes), each once, in order."""
+    return list(dict.fromkeys(v for v in form.get(key, []) if v))
+
+
+def words(text: str) -> list[str]:
+    """Event patterns as typed: separated by commas or white space."""
+    return list(dict.fromkeys(w for w in re.split(r"[\s,]+", text) if w))
+
+
+def optional(value: str) -> str | None:
+    return value or None
+
+
+# -- agents -------------------------------------------------------------------------------
+def agent_values(name: str, category: str, data: dict[str, Any]) -> dict[str, Any]:
+    """A stored agent as its form's values."""
+    return {
+        "name": name,
+        "category": category,
+        "description": data.get("description") or "",
+        "model": data.get("model") or "",
+        "prompt": data.get("prompt") or "",
+        "harness": data.get("harness") or "",
+        "skills": list(data.get("skills") or []),
+        "mcps": list(data.get("mcps") or []),
+        "builtin_tools": list(data.get("builtin_tools") or []),
+        "execution_enabled": bool((data.get("execution") or {}).get("enabled")),
+        "events": " ".join(data.get("events") or []),
+        "allowed_platform_tools": list(data.get("allowed_platform_tools") or []),
+        "allowed_tools": data.get("allowed_tools"),  # None: every MCP and skill tool
+    }
+
+
+def new_agent_values() -> dict[str, Any]:
+    return {**agent_values("", DEFAULT_CATEGORY, {}), "allowed_tools": None}
+
+
+def agent_form_values(form: Form) -> dict[str, Any]:
+    """A submitted agent form as its values, to show again exactly what was typed."""
+    return {
+        "name": one(form, "name"),
+        "category": one(form, "category") or DEFAULT_CATEGORY,
+        "description": one(form, "description"),
+        "model": one(form, "model"),
+        "prompt": one(form, "prompt"),
+        "harness": one(form, "harness"),
+        "skills": many(form, "skills"),
+        "mcps": many(form, "mcps"),
+        "builtin_tools": many(form, "builtin_tools"),
+        "execution_enabled": bool(form.get("execution.enabled")),
+        "events": one(form, "events"),
+        "allowed_platform_tools": many(form, "allowed_platform_tools"),
+        "allowed_tools": many(form, "allowed_tools") + many(form, "allowed_tools_kept"),
+    }
+
+
+def agent_definition(values: dict[str, Any]) -> dict[str, Any]:
+    """An agent form's values as a whole definition; empty fields are None."""
+    return {
+        "description": optional(values["description"]),
+        "model": optional(values["model"]),
+        "prompt": optional(values["prompt"]),
+        "harness": optional(values["harness"]),
+        "skills": values["skills"],
+        "mcps": values["mcps"],
+        "builtin_tools": values["builtin_tools"],
+        "execution": {"enabled": values["execution_enabled"]},
+        "events": words(values["events"]) or None,
+        "allowed_platform_tools": values["allowed_platform_tools"] or None,
+        "allowed_tools": values["allowed_tools"],
+    }
+
+
+DEFAULTS: dict[str, Any] = {"skills": [], "mcps": [], "builtin_tools": [], "execution": {"enabled": False}}
+
+
+def creation(definition: dict[str, Any]) -> dict[str, Any]:
+    """A new agent's definition without the fields left at their defaults (allowed_tools is
+    always written: the form's ticks are an explicit list)."""
+    return {k: v for k, v in definition.items() if k == "allowed_tools" or (v is not None and v != DEFAULTS.get(k))}
+
+
+def changes(stored: dict[str, Any], definition: dict[str, Any]) -> dict[str, Any]:
+    """The merge patch from a stored definition (defaults filled) to a whole one: only the
+    fields whose value differs, so a save that changes nothing rewrites nothing."""
+    return {k: v for k, v in definition.items() if stored.get(k, DEFAULTS.get(k)) != v}
+
+
+def tool_source_of(name: str, mcps: list[str], skills: list[str]) -> bool:
+    """Whether a model-side tool name comes from one of these sources."""
+    return any(name == f"{SKILL_PREFIX}{s}" for s in skills) or any(name.startswith(f"{MCP_PREFIX}{m}__") for m in mcps)
+
+
+def event_tools(patterns: list[str]) -> list[dict[str, Any]]:
+    """Every event tool, and whether the agent's `events` select it (a run started for an
+    event of a type they select may be offered it)."""
+    types = [t for t in EVENT_TYPES if selects(patterns, t)]
+    return [{"name": t.name, "description": t.description, "risk": t.risk, "selected": any(t.fits(e) for e in types)} for t in EVENT_TOOLS]
+
+
+def platform_tools(ticked: list[str]) -> list[dict[str, Any]]:
+    return [{"name": t.name, "description": t.description, "risk": t.risk, "ticked": t.name in ticked} for t in PLATFORM_TOOLS]
+
+
+def allowed_tools_view(offered: dict[str, Any], allowed: list[str] | None, shown: list[str] | None,
+                       mcps: list[str], skills: list[str]) -> dict[str, Any]:
+    """The `allowed_tools` part of the agent form, from what the sources give now
+    (`tools_offered_now`). A tool is ticked when the agent allows it, when it allows every
+    tool (no `allowed_tools`), or when it was not on the page before (`shown`: a source
+    just added). Names allowed from a source that gives nothing now are kept as they are."""
+    listed = [t["name"] for t in offered["tools"]]
+    rows = [{**t, "ticked": allowed is None or t["name"] in allowed or (shown is not None and t["name"] not in shown)}
+            for t in offered["tools"]]
+    notes, silent_servers, silent_names = [], [], set()
+    for entry in offered["unavailable"]:
+        name = entry["name"]
+        if name.startswith(MCP_PREFIX) and name.endswith("__*"):
+            server = name[len(MCP_PREFIX):-3]
+            silent_servers.append(server)
+            notes.append({"source": f"MCP server {server}", **entry})
+        else:
+            silent_names.add(name)
+            source = f"skill {name[len(SKILL_PREFIX):]}" if entry["reason"] == SOURCE_UNAVAILABLE else name
+            notes.append({"source": source, **entry})
+    kept = [n for n in allowed or [] if n not in listed and tool_source_of(n, mcps, skills)
+            and (n in silent_names or any(n.startswith(f"{MCP_PREFIX}{s}__") for s in silent_servers))]
+    return {
+        "rows": rows,
+        "notes": notes,
+        "kept": kept,
+        "ambiguous": [n for n in notes if n["reason"] == AMBIGUOUS],
+        "listed_sources": [f"mcp:{m}" for m in mcps] + [f"skill:{s}" for s in skills],
+    }
+
+
+def unlisted_sources(form: Form, mcps: list[str], skills: list[str]) -> tuple[list[str], list[str]]:
+    """The sources the saved form names whose tools the page did not list (added without the
+    page refreshing its list): their tools are allowed, as a new source's would be."""
+    listed = set(many(form, "listed_sources"))
+    return [m for m in mcps if f"mcp:{m}" not in listed], [s for s in skills if f"skill:{s}" not in listed]
+
+
+# -- models -------------------------------------------------------------------------------
+def model_values(name: str, category: str, data: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "name": name,
+        "category": category,
+        "provider": data.get("provider") or "",
+        "model_id": data.get("model_id") or "",
+        "tool_call": bool((data.get("capabilities") or {}).get("tool_call")),
+        "description": data.get("description") or "",
+    }
+
+
+def model_form_values(form: Form) -> dict[str, Any]:
+    return {
+        "name": one(form, "name"),
+        "category": one(form, "category") or DEFAULT_CATEGORY,
+        "provider": one(form, "provider"),
+        "model_id": one(form, "model_id"),
+        "tool_call": bool(form.get("capabilities.tool_call")),
+        "description": one(form, "description"),
+    }
+
+
+def model_definition(values: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "provider": optional(values["provider"]),
+        "model_id": optional(values["model_id"]),
+        "capabilities": {"tool_call": values["tool_call"]},
+        "description": optional(values["description"]),
+    }
+
+
+# -- providers ----------------------------------------------------------------------------
+def provider_values(name: str, category: str, data: dict[str, Any]) -> dict[str, Any]:
+    """A stored provider as its form's values: never its key, only whether one is stored."""
+    return {
+        "name": name,
+        "category": category,
+        "base_url": data.get("base_url") or "",
+        "api_key_env": data.get("api_key_env") or "",
+        "description": data.get("description") or "",
+        "api_key_set": bool(data.get("api_key_set")),
+    }
+
+
+def provider_form_values(form: Form, api_key_set: bool = False) -> dict[str, Any]:
+    """What was typed, to show again; the key field stays empty, whatever was typed in it."""
+    return {
+        "name": one(form, "name"),
+        "category": one(form, "category") or DEFAULT_CATEGORY,
+        "base_url": one(form, "base_url"),
+        "api_key_env": one(form, "api_key_env"),
+        "description": one(form, "description"),
+        "api_key_set": api_key_set,
+    }
+
+
+def provider_definition(form: Form) -> dict[str, Any]:
+    """The provider as submitted. An empty key field keeps the stored key (no `api_key`);
+    a key typed in replaces it, and then the key no longer comes from a variable."""
+    key = one(form, "api_key")
+    data: dict[str, Any] = {
+        "base_url": optional(one(form, "base_url")),
+        "api_key_env": optional(one(form, "api_key_env")),
+        "description": optional(one(form, "description")),
+    }
+    if key:
+        data["api_key"] = key
+    return data
+
+
+def field_of(error_field: str | None) -> str:
+    """The form field an error names: `builtin_tools[1]` is the builtin_tools field."""
+    return (error_field or "").split("[", 1)[0].split(" ", 1)[0]

@@ -1,0 +1,214 @@
+"""fw web's refusal rules and saves, through Starlette's TestClient (fast, in-process):
+sign-in with a one-time token, the Host check, CSRF on every form, a write-only key, and
+saves that go through the same functions as the CLI. The browser tests are in
+test_web_browser.py."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from conftest import CANARY, fw, fwj, make_basics, snapshot
+from fakes.chat_server import ChatServer
+from starlette.testclient import TestClient
+
+from framework_cli.home.store import Home
+from framework_cli.serve.web import create_app
+from framework_cli.serve.web.server import allowed_hosts, parse_listen
+from framework_cli.serve.web.signin import SignIn
+
+TOKEN = "one-time-token-for-tests"
+
+
+def client(home, *, signed_in=True) -> TestClient:
+    app = create_app(Home(home), signin=SignIn(TOKEN), allowed_hosts=["testserver"])
+    c = TestClient(app)
+    if signed_in:
+        assert c.get(f"/?token={TOKEN}", follow_redirects=False).status_code == 303
+    return c
+
+
+def csrf(c: TestClient, path: str) -> str:
+    page = c.get(path)
+    assert page.status_code == 200, page.text
+    return re.search(r'name="csrf_token" value="([^"]+)"', page.text).group(1)
+
+
+def test_without_the_cookie_every_request_is_refused_and_changes_nothing(home):
+    make_basics()
+    before = snapshot(home)
+    c = client(home, signed_in=False)
+    for path in ("/", "/agents", "/agents/a1/edit", "/providers", "/delete/agent/a1", "/static/style.css"):
+        answer = c.get(path)
+        assert answer.status_code == 401 and "Sign in" in answer.text, path
+    posted = c.post("/agents/new", data={"name": "a2", "builtin_tools": "resource_management"})
+    assert posted.status_code == 401
+    assert c.post("/delete/agent/a1", data={"confirm": "agent/a1"}).status_code == 401
+    assert snapshot(home) == before
+
+
+def test_the_token_signs_in_once_then_the_cookie_is_what_counts(home):
+    app = create_app(Home(home), signin=SignIn(TOKEN), allowed_hosts=["testserver"])
+    first, second = TestClient(app), TestClient(app)
+    assert first.get("/?token=wrong", follow_redirects=False).status_code == 401
+    signed = first.get(f"/?token={TOKEN}", follow_redirects=False)
+    assert signed.status_code == 303 and signed.headers["location"] == "/"
+    cookie = signed.headers["set-cookie"]
+    assert "HttpOnly" in cookie and "SameSite=Strict" in cookie
+    assert first.get("/agents").status_code == 200
+    again = second.get(f"/?token={TOKEN}", follow_redirects=False)
+    assert again.status_code == 401 and "already used" in again.text
+
+
+def test_a_foreign_host_header_is_refused(home):
+    c = client(home)
+    assert c.get("/agents", headers={"host": "evil.example"}).status_code == 400
+    assert c.get("/agents").status_code == 200
+
+
+def test_a_post_without_the_right_csrf_token_gets_403_and_changes_nothing(home):
+    make_basics()
+    c = client(home)
+    token = csrf(c, "/agents/a1/edit")
+    before = snapshot(home)
+    form = {"description": "changed", "model": "m1", "builtin_tools": "task_collaboration"}
+    assert c.post("/agents/a1/edit", data=form).status_code == 403
+    assert c.post("/agents/a1/edit", data={**form, "csrf_token": token + "x"}).status_code == 403
+    assert c.post("/agents/new", data={**form, "name": "a2", "csrf_token": "nope"}).status_code == 403
+    assert c.post("/delete/agent/a1", data={"confirm": "agent/a1", "recursive": "0"}).status_code == 403
+    assert snapshot(home) == before
+    saved = c.post("/agents/a1/edit", data={**form, "csrf_token": token}, follow_redirects=False)
+    assert saved.status_code == 303
+    assert fwj("agent", "show", "a1")["data"]["builtin_tools"] == ["task_collaboration"]
+
+
+def test_a_saved_agent_gets_its_allowed_tools_as_the_explicit_list_ticked(home):
+    make_basics()
+    fwj("resource", "write", "skill", "s1", "--create", "--data", json.dumps({"description": "a skill", "body": "text"}))
+    fwj("resource", "write", "skill", "s2", "--create", "--data", json.dumps({"description": "another", "body": "text"}))
+    fwj("agent", "edit", "a1", "--skill", "s1", "--skill", "s2")
+    c = client(home)
+    page = c.get("/agents/a1/edit").text
+    assert re.search(r'name="allowed_tools" value="skill__s1" checked', page)  # no allowed_tools: all ticked
+    form = {"csrf_token": csrf(c, "/agents/a1/edit"), "model": "m1", "skills": ["s1", "s2"], "allowed_tools": "skill__s2",
+            "listed_sources": ["skill:s1", "skill:s2"]}
+    assert c.post("/agents/a1/edit", data=form, follow_redirects=False).status_code == 303
+    assert fwj("agent", "show", "a1")["data"]["allowed_tools"] == ["skill__s2"]
+    assert "allowed_tools:\n  - skill__s2" in (home / "agents/default/a1.yaml").read_text()
+
+
+def test_a_source_added_without_its_tools_listed_has_them_allowed(home):
+    """Without the page's script, ticking a new skill cannot list its tool first: it is
+    allowed, as a new source is for an agent that allows every tool."""
+    make_basics()
+    fwj("resource", "write", "skill", "s1", "--create", "--data", json.dumps({"description": "a skill", "body": "text"}))
+    c = client(home)
+    form = {"csrf_token": csrf(c, "/agents/a1/edit"), "model": "m1", "skills": "s1"}
+    assert c.post("/agents/a1/edit", data=form, follow_redirects=False).status_code == 303
+    assert fwj("agent", "show", "a1")["data"]["allowed_tools"] == ["skill__s1"]
+
+
+def test_the_tools_part_lists_the_sources_chosen_now(home):
+    fwj("resource", "write", "skill", "s1", "--create", "--data", json.dumps({"description": "a skill", "body": "text"}))
+    c = client(home)
+    part = c.get("/agents/tools", params={"skills": "s1", "shown": "skill__other"}).text
+    assert 'value="skill__s1" checked' in part  # new on the page: ticked
+    part = c.get("/agents/tools", params={"skills": "s1", "shown": "skill__s1"}).text
+    assert 'value="skill__s1" checked' not in part and 'value="skill__s1"' in part  # shown and unticked: stays so
+    events = c.get("/agents/event-tools", params={"events": "friend.request_received"}).text
+    assert re.search(r'value="event_respond_friend_request" checked disabled', events)
+    assert not re.search(r'value="event_kick_member" checked', events)
+
+
+def test_a_failed_create_keeps_what_was_typed_and_names_the_field(home):
+    make_basics()
+    before = snapshot(home)
+    c = client(home)
+    form = {"csrf_token": csrf(c, "/agents/new"), "name": "Bad Name", "description": "typed text", "model": "m1",
+            "builtin_tools": ["resource_management", "task_collaboration"], "events": "message.*"}
+    page = c.post("/agents/new", data=form)
+    assert page.status_code == 400
+    assert 'id="err-name"' in page.text and 'aria-invalid="true"' in page.text
+    alert = re.search(r'<div role="alert"[^>]*>(.*?)</div>', page.text, re.S).group(1)
+    assert "<strong>name</strong>" in alert
+    assert 'value="typed text"' in page.text and 'value="message.*"' in page.text
+    assert re.search(r'name="builtin_tools" value="task_collaboration" checked', page.text)
+    assert snapshot(home) == before
+
+
+def test_an_existing_name_is_refused_at_the_name_field(home):
+    make_basics()
+    before = snapshot(home)
+    c = client(home)
+    page = c.post("/agents/new", data={"csrf_token": csrf(c, "/agents/new"), "name": "a1"})
+    assert page.status_code == 409 and 'id="err-name"' in page.text
+    assert snapshot(home) == before
+
+
+def test_the_provider_key_is_write_only_and_an_empty_field_keeps_it(home):
+    c = client(home)
+    form = {"csrf_token": csrf(c, "/providers/new"), "name": "p1", "base_url": "https://llm.example.test/v1", "api_key": CANARY}
+    assert c.post("/providers/new", data=form, follow_redirects=False).status_code == 303
+    assert CANARY in "".join(p.read_text() for p in (home / "secrets").rglob("*") if p.is_file())
+    edit = c.get("/providers/p1/edit").text
+    assert CANARY not in edit and "A key is stored" in edit
+    form = {"csrf_token": csrf(c, "/providers/p1/edit"), "base_url": "https://llm.example.test/v2", "api_key": ""}
+    assert c.post("/providers/p1/edit", data=form, follow_redirects=False).status_code == 303
+    shown = fwj("resource", "read", "provider", "p1")["data"]
+    assert shown["base_url"] == "https://llm.example.test/v2" and shown["api_key_set"] is True
+    failed = c.post("/providers/p1/edit", data={**form, "base_url": "not a url", "api_key": CANARY})
+    assert failed.status_code == 400 and CANARY not in failed.text and 'id="err-base_url"' in failed.text
+
+
+def test_a_new_provider_without_a_key_is_refused_at_the_key_field(home):
+    before = snapshot(home)
+    c = client(home)
+    page = c.post("/providers/new", data={"csrf_token": csrf(c, "/providers/new"), "name": "p1", "base_url": "https://x.test/v1"})
+    assert page.status_code == 400 and 'id="err-api_key"' in page.text
+    assert snapshot(home) == before
+
+
+def test_the_model_form_lists_the_providers_models_and_says_why_not(home):
+    with ChatServer([{"content": "unused"}]) as server:
+        fwj("resource", "write", "provider", "p1", "--create", "--data", json.dumps({"base_url": server.base_url, "api_key": CANARY}))
+        c = client(home)
+        page = c.get("/models/new?provider=p1").text
+        assert '<option value="m-1">' in page and 'list="model-ids"' in page
+    fwj("resource", "write", "provider", "p2", "--create", "--data", json.dumps({"base_url": "https://x.test/v1", "api_key_env": "FW_WEB_UNSET"}))
+    page = c.get("/models/new?provider=p2").text
+    assert "Could not list the models of p2" in page and "You can still type an id" in page
+
+
+def test_a_stale_delete_confirmation_deletes_nothing_and_shows_the_plan_now(home):
+    make_basics()
+    c = client(home)
+    token = csrf(c, "/delete/model/m1?recursive=1")
+    before = snapshot(home)
+    page = c.post("/delete/model/m1", data={"csrf_token": token, "confirm": "model/m1", "recursive": "1"})
+    assert page.status_code == 409 and "does not match the plan" in page.text
+    assert 'value="agent/a1,model/m1"' in page.text
+    assert snapshot(home) == before
+    done = c.post("/delete/model/m1", data={"csrf_token": token, "confirm": "agent/a1,model/m1", "recursive": "1"})
+    assert done.status_code == 200 and "Deleted 2 items" in done.text
+    assert fw("agent", "show", "a1").exit_code == 3
+
+
+def test_pages_answer_not_found_and_invalid_without_a_traceback(home):
+    c = client(home)
+    missing = c.get("/agents/nope/edit")
+    assert missing.status_code == 404 and "no agent named" in missing.text and "Traceback" not in missing.text
+    assert c.get("/delete/nokind/x").status_code == 400
+
+
+@pytest.mark.parametrize("listen", ["nonsense", "127.0.0.1:99999", "127.0.0.1:"])
+def test_a_bad_listen_address_is_invalid(home, listen):
+    result = fw("web", "--listen", listen, "--json")
+    assert result.exit_code == 4 and result.json["error"]["code"] == "invalid"
+
+
+def test_listen_addresses_and_the_hosts_they_answer():
+    assert parse_listen("127.0.0.1:0") == ("127.0.0.1", 0)
+    assert parse_listen("[::1]:8765") == ("::1", 8765)
+    assert "localhost" in allowed_hosts("127.0.0.1") and "*" not in allowed_hosts("127.0.0.1")
+    assert allowed_hosts("0.0.0.0") == ["*"]

@@ -1,0 +1,282 @@
+"""The web page in a real browser: Debian's chromium driven by Playwright, against a real
+`fw web` on 127.0.0.1 started for each test on the test's own home. One browser serves the
+whole module; each test signs in a fresh browser context with its server's one-time URL."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from conftest import CANARY, fw_bin, fwj, make_basics, snapshot
+from fakes.chat_server import ChatServer
+from playwright.sync_api import Page, expect, sync_playwright
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+FAKE_MCP = str(Path(__file__).parent / "fakes" / "mcp_server.py")
+SIGN_IN_LINE = re.compile(r"fw web: (http://127\.0\.0\.1:\d+)/\?token=([A-Za-z0-9_-]+)\n")
+
+
+@dataclass
+class Web:
+    base: str
+    signin: str
+    proc: subprocess.Popen
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def web(home):
+    proc = subprocess.Popen([fw_bin(), "web", "--listen", "127.0.0.1:0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env={**os.environ, "FW_HOME": str(home)})
+    try:
+        line = proc.stdout.readline()
+        found = SIGN_IN_LINE.fullmatch(line)
+        assert found, f"first line {line!r}; stderr: {proc.stderr.read() if proc.poll() is not None else ''}"
+        yield Web(found.group(1), line.removeprefix("fw web: ").strip(), proc)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+@pytest.fixture
+def page(browser, web):
+    context = browser.new_context()
+    signed_in = context.new_page()
+    signed_in.goto(web.signin)
+    expect(signed_in.get_by_role("heading", name="The home at a glance")).to_be_visible()
+    yield signed_in
+    context.close()
+
+
+def save(page: Page) -> None:
+    with page.expect_navigation():
+        page.get_by_role("button", name="Save", exact=True).click()
+
+
+def processes_with(marker: str) -> list[str]:
+    listing = subprocess.run(["ps", "-eo", "pid,ppid,args"], capture_output=True, text=True, check=True).stdout
+    return [line for line in listing.splitlines() if marker in line and "ps -eo" not in line]
+
+
+def agent_file(home: Path, name: str = "a1") -> Path:
+    return home / "agents" / "default" / f"{name}.yaml"
+
+
+def test_the_sign_in_url_works_once_and_nothing_else_gets_in(browser, web, home):
+    make_basics()
+    before = snapshot(home)
+    first = browser.new_context()
+    landed = first.new_page()
+    landed.goto(web.signin)
+    assert landed.url == web.base + "/"  # the token leaves the address bar at once
+    expect(landed.get_by_role("heading", name="The home at a glance")).to_be_visible()
+    second = browser.new_context()
+    refused = second.new_page()
+    answer = refused.goto(web.signin)
+    assert answer.status == 401
+    expect(refused.get_by_role("alert")).to_contain_text("already used")
+    assert refused.goto(web.base + "/agents/a1/edit").status == 401
+    posted = second.request.post(web.base + "/agents/a1/edit", form={"description": "changed", "builtin_tools": "resource_management"})
+    assert posted.status == 401
+    assert snapshot(home) == before
+    first.close()
+    second.close()
+
+
+def test_create_an_agent_with_two_builtin_groups_ticked(page, web, home):
+    make_basics()
+    page.goto(web.base + "/agents/new")
+    page.get_by_label("name", exact=True).fill("a2")
+    page.get_by_label("description", exact=True).fill("made in a browser")
+    page.get_by_label("model", exact=True).select_option("m1")
+    page.get_by_label("resource_management", exact=True).check()
+    page.get_by_label("task_collaboration", exact=True).check()
+    save(page)
+    assert page.url == web.base + "/agents/a2/edit?saved=1"
+    expect(page.get_by_role("status")).to_have_text("Saved.")
+    data = fwj("agent", "show", "a2")["data"]
+    assert data["builtin_tools"] == ["resource_management", "task_collaboration"]
+    assert data["model"] == "m1" and data["description"] == "made in a browser"
+    assert "builtin_tools:\n  - resource_management\n  - task_collaboration\n" in agent_file(home, "a2").read_text()
+    expect(page.get_by_label("task_collaboration", exact=True)).to_be_checked()
+    expect(page.get_by_label("local_execution", exact=True)).not_to_be_checked()
+
+
+def test_untick_a_group_then_cancel_writes_nothing(page, web, home):
+    make_basics()
+    fwj("agent", "edit", "a1", "--builtin-tool", "resource_management", "--builtin-tool", "task_collaboration")
+    before = snapshot(home)
+    page.goto(web.base + "/agents/a1/edit")
+    page.get_by_label("task_collaboration", exact=True).uncheck()
+    page.get_by_label("description", exact=True).fill("not to be saved")
+    with page.expect_navigation():
+        page.get_by_role("button", name="Cancel", exact=True).click()
+    assert page.url == web.base + "/agents"
+    assert snapshot(home) == before
+
+
+def test_an_invalid_edit_shows_the_error_at_its_field_and_keeps_every_typed_value(page, web, home):
+    make_basics()
+    fwj("agent", "edit", "a1", "--builtin-tool", "resource_management", "--builtin-tool", "task_collaboration")
+    before = snapshot(home)
+    page.goto(web.base + "/agents/a1/edit")
+    page.get_by_label("description", exact=True).fill("typed, not saved")
+    page.get_by_label("task_collaboration", exact=True).uncheck()
+    page.get_by_label("execution enabled", exact=True).check()
+    page.get_by_label("platform_send_message", exact=True).check()
+    page.get_by_label("events", exact=True).fill("nonsense.event")
+    save(page)
+    expect(page.get_by_role("alert")).to_contain_text("events")
+    expect(page.get_by_role("alert")).to_contain_text("selects no event type")
+    events = page.get_by_label("events", exact=True)
+    expect(events).to_have_value("nonsense.event")
+    expect(events).to_have_attribute("aria-invalid", "true")
+    expect(page.locator("#err-events")).to_contain_text("selects no event type")
+    expect(page.get_by_label("description", exact=True)).to_have_value("typed, not saved")
+    expect(page.get_by_label("model", exact=True)).to_have_value("m1")
+    expect(page.get_by_label("resource_management", exact=True)).to_be_checked()
+    expect(page.get_by_label("task_collaboration", exact=True)).not_to_be_checked()
+    expect(page.get_by_label("execution enabled", exact=True)).to_be_checked()
+    expect(page.get_by_label("platform_send_message", exact=True)).to_be_checked()
+    assert snapshot(home) == before
+
+
+def test_the_allowed_tools_are_what_the_sources_give_now_and_saving_writes_the_ticked_list(page, web, home, tmp_path):
+    marker = f"fw-web-test-{uuid.uuid4().hex}"
+    make_basics()
+    fwj("resource", "write", "skill", "s1", "--create", "--data", json.dumps({"description": "the first skill", "body": "one"}))
+    fwj("resource", "write", "skill", "s2", "--create", "--data", json.dumps({"description": "the second skill", "body": "two"}))
+    fwj("resource", "write", "mcp", "fake", "--create", "--data",
+        json.dumps({"transport": "stdio", "command": sys.executable, "args": [FAKE_MCP, marker]}))
+    fwj("resource", "write", "mcp", "broken", "--create", "--data",
+        json.dumps({"transport": "stdio", "command": str(tmp_path / "no-such-server"), "args": [marker]}))
+    fwj("agent", "edit", "a1", "--mcp", "fake", "--mcp", "broken", "--skill", "s1")
+    page.goto(web.base + "/agents/a1/edit")
+    allowed = page.get_by_role("group", name="allowed_tools")
+    boxes = allowed.locator("input[name=allowed_tools]")
+    names = boxes.evaluate_all("boxes => boxes.map(b => b.value)")
+    assert "mcp__fake__echo" in names and "mcp__fake__add" in names and "skill__s1" in names
+    assert not [n for n in names if n.startswith("mcp__broken")]
+    for name in names:
+        expect(page.get_by_label(name, exact=True)).to_be_checked()  # no allowed_tools yet: every tool
+    expect(allowed).to_contain_text("MCP server broken offers nothing (source_unavailable)")
+    assert processes_with(marker) == []  # the servers started to list their tools are stopped again
+
+    page.get_by_label("mcp__fake__add", exact=True).uncheck()
+    save(page)
+    assert fwj("agent", "show", "a1")["data"]["allowed_tools"] == [n for n in names if n != "mcp__fake__add"]
+    expect(page.get_by_label("mcp__fake__add", exact=True)).not_to_be_checked()
+    expect(page.get_by_label("mcp__fake__echo", exact=True)).to_be_checked()
+    assert processes_with(marker) == []
+
+
+def test_choosing_a_skill_lists_its_tool_at_once_and_keeps_what_was_unticked(page, web, home):
+    make_basics()
+    for name in ("s1", "s2"):
+        fwj("resource", "write", "skill", name, "--create", "--data", json.dumps({"description": f"skill {name}", "body": "text"}))
+    fwj("agent", "edit", "a1", "--skill", "s1")
+    page.goto(web.base + "/agents/a1/edit")
+    page.get_by_label("skill__s1", exact=True).uncheck()
+    page.get_by_label("s2", exact=True).check()  # the page's script fetches the allowed_tools part again
+    expect(page.get_by_label("skill__s2", exact=True)).to_be_checked()
+    expect(page.get_by_label("skill__s1", exact=True)).not_to_be_checked()
+    page.get_by_label("events", exact=True).fill("friend.request_received")
+    page.get_by_label("events", exact=True).blur()
+    expect(page.get_by_label("event_respond_friend_request", exact=True)).to_be_checked()
+    expect(page.get_by_label("event_respond_friend_request", exact=True)).to_be_disabled()
+    expect(page.get_by_label("event_kick_member", exact=True)).not_to_be_checked()
+    save(page)
+    data = fwj("agent", "show", "a1")["data"]
+    assert data["skills"] == ["s1", "s2"] and data["allowed_tools"] == ["skill__s2"]
+    assert data["events"] == ["friend.request_received"]
+
+
+def test_the_model_form_offers_the_providers_live_model_ids(page, web, home):
+    with ChatServer([{"content": "unused"}]) as server:
+        fwj("resource", "write", "provider", "p1", "--create", "--data", json.dumps({"base_url": server.base_url, "api_key": CANARY}))
+        fwj("resource", "write", "provider", "p2", "--create", "--data",
+            json.dumps({"base_url": "https://llm.example.test/v1", "api_key_env": "FW_WEB_TEST_UNSET"}))
+        page.goto(web.base + "/models/new?provider=p1")
+        expect(page.get_by_label("provider", exact=True)).to_have_value("p1")
+        options = page.locator("datalist#model-ids option").evaluate_all("options => options.map(o => o.value)")
+        assert options == ["m-1"]
+        expect(page.locator("#live-models")).to_contain_text("The provider p1 offers: m-1")
+        assert page.get_by_label("model_id", exact=True).get_attribute("list") == "model-ids"
+        page.get_by_label("provider", exact=True).select_option("p2")
+        expect(page.locator("#live-models")).to_contain_text("Could not list the models of p2")
+        page.get_by_label("provider", exact=True).select_option("p1")
+        expect(page.locator("#live-models")).to_contain_text("offers: m-1")
+        page.get_by_label("name", exact=True).fill("m2")
+        page.get_by_label("model_id", exact=True).fill("a-typed-id")
+        page.get_by_label("tool_call", exact=True).check()
+        save(page)
+    data = fwj("resource", "read", "model", "m2")["data"]
+    assert data == {"provider": "p1", "model_id": "a-typed-id", "capabilities": {"tool_call": True}}
+
+
+def test_a_provider_key_goes_to_secrets_and_into_no_page(page, web, home):
+    page.goto(web.base + "/providers/new")
+    page.get_by_label("name", exact=True).fill("p1")
+    page.get_by_label("base_url", exact=True).fill("https://llm.example.test/v1")
+    page.get_by_label("api_key", exact=True).fill(CANARY)
+    save(page)
+    assert page.url == web.base + "/providers/p1/edit?saved=1"
+    expect(page.get_by_label("api_key", exact=True)).to_have_value("")
+    stored = [p for p in home.rglob("*") if p.is_file() and CANARY in p.read_text(errors="replace")]
+    assert stored and all(p.relative_to(home).parts[0] == "secrets" for p in stored)
+    fwj("resource", "write", "model", "m1", "--create", "--data", json.dumps({"provider": "p1", "model_id": "x"}))
+    for path in ("/", "/agents", "/agents/new", "/providers", "/providers/p1/edit", "/models/new?provider=p1",
+                 "/models/m1/edit", "/delete/provider/p1?recursive=1"):
+        page.goto(web.base + path)
+        assert CANARY not in page.content(), path
+    page.goto(web.base + "/providers/p1/edit")
+    page.get_by_label("description", exact=True).fill("the key stays")
+    save(page)
+    assert fwj("resource", "read", "provider", "p1")["data"]["api_key_set"] is True
+    assert CANARY not in page.content()
+
+
+def test_delete_a_model_recursively_through_the_plan_page(page, web, home):
+    make_basics()
+    page.goto(web.base + "/delete/model/m1")
+    expect(page.get_by_text("has_dependents")).to_be_visible()
+    expect(page.get_by_role("button", name="Delete", exact=True)).to_be_disabled()
+    page.get_by_role("link", name="Plan a recursive delete").click()
+    assert page.url.endswith("/delete/model/m1?recursive=1")
+    tree = page.get_by_role("list", name="the plan as a tree")
+    expect(tree).to_contain_text("model/m1")
+    expect(tree.locator("ul li")).to_have_text("agent/a1")  # the agent, under the model it uses
+    with page.expect_navigation():
+        page.get_by_role("button", name="Delete", exact=True).click()
+    expect(page.get_by_role("status")).to_have_text("Deleted 2 items:")
+    assert not agent_file(home).exists() and not (home / "models/default/m1.yaml").exists()
+    assert (home / "providers/default/p1.yaml").exists()
+
+
+def test_a_wrong_csrf_token_is_refused_and_changes_nothing(page, web, home):
+    make_basics()
+    fwj("agent", "edit", "a1", "--builtin-tool", "resource_management")
+    before = snapshot(home)
+    page.goto(web.base + "/agents/a1/edit")
+    page.get_by_label("resource_management", exact=True).uncheck()
+    page.locator("input[name=csrf_token]").evaluate("input => { input.value = 'forged' }")
+    with page.expect_response(lambda r: r.request.method == "POST") as posted:
+        page.get_by_role("button", name="Save", exact=True).click()
+    assert posted.value.status == 403
+    assert snapshot(home) == before
