@@ -23,6 +23,10 @@ def _render(console: Any, doc: dict[str, Any]) -> None:
     console.print(f"  lease until {doc['lease_expires_at']}")
     tools = ", ".join(doc["tools"]) or "none (no group mounted, or the model cannot call tools)"
     console.print(f"  tools: {tools}")
+    stripped = doc.get("invisible_characters_stripped") or []
+    if stripped:
+        names = ", ".join(f"{s['name']} ({s['characters']})" for s in stripped)
+        console.print(f"  invisible characters (zero-width or bidirectional controls) were stripped from: {names}")
     if isinstance(doc.get("event"), dict):
         console.print(f"  for event {doc['event'].get('type')} on bot {doc.get('bot')}")
 

@@ -8,6 +8,7 @@ sources only supply (the registry's groups, the MCP servers' tool lists, the ski
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,6 +27,15 @@ EXECUTION_DISABLED = "execution_disabled"
 NOT_ALLOWED = "not_allowed"
 SOURCE_UNAVAILABLE = "source_unavailable"
 AMBIGUOUS = "ambiguous_name"
+INVALID_NAME = "invalid_name"
+INVALID_SCHEMA = "invalid_schema"
+TOO_MANY = "too_many_tools"
+
+# What chat-completions APIs accept as a tool's name, and how many tools one request may carry.
+TOOL_NAME_RE = re.compile(r"[a-zA-Z0-9_-]{1,64}")
+MAX_TOOLS = 128
+# Zero-width and bidirectional controls: invisible to the operator reviewing a tool, read by the model.
+INVISIBLE_RE = re.compile("[\u200b-\u200f\u202a-\u202e\u2060-\u2064\ufeff]")
 
 
 @dataclass
@@ -48,7 +58,7 @@ class Projection:
     tools: list[str]
     unavailable: list[dict[str, Any]]
     # model-side name -> where it comes from, for tools that are not built-in:
-    # {"source": "mcp", "server", "tool", "description", "input_schema"} or
+    # {"source": "mcp", "server", "tool", "description", "input_schema", "risk", "title"?} or
     # {"source": "skill", "skill", "description", "input_schema"}
     sources: dict[str, dict[str, Any]]
     record: dict[str, Any] = field(default_factory=dict)  # more fields for the run record
@@ -80,6 +90,7 @@ def project(snapshot: Snapshot) -> Projection:
         return Projection([], refused, {})
     offered = [name for name, _ in builtin]
     sources: dict[str, dict[str, Any]] = {}
+    external = [_judged(candidate) for candidate in external]
     counts = Counter(c["name"] for c in external if "source" in c)
     allowed = definition.get("allowed_tools")
     for candidate in external:
@@ -94,7 +105,59 @@ def project(snapshot: Snapshot) -> Projection:
         else:
             offered.append(name)
             sources[name] = {k: v for k, v in candidate.items() if k != "name"}
-    return Projection(offered, refused, sources)
+    stripped = [{"name": c["name"], "characters": c["stripped"]} for c in external if c.get("stripped") and c["name"] in sources]
+    return Projection(offered, refused, sources, {"invisible_characters_stripped": stripped} if stripped else {})
+
+
+def _judged(candidate: dict[str, Any]) -> dict[str, Any]:
+    """A candidate the chat APIs could not take, as a refusal: a name they refuse, or an input
+    schema that is not a JSON object schema."""
+    if "source" not in candidate:
+        return candidate
+    name = candidate["name"]
+    if not TOOL_NAME_RE.fullmatch(name):
+        shown = name if len(name) <= 100 else name[:100] + "..."
+        return {"name": shown, "reason": INVALID_NAME, "detail": "a tool's name must match ^[a-zA-Z0-9_-]{1,64}$"}
+    schema = candidate["input_schema"]
+    if not isinstance(schema, dict) or schema.get("type") != "object" or not isinstance(schema.get("properties", {}), dict):
+        return {"name": name, "reason": INVALID_SCHEMA, "detail": "its input schema is not a JSON object schema"}
+    return candidate
+
+
+def cap_tools(projection: Projection) -> None:
+    """At most MAX_TOOLS offered, in source order; the rest are listed as too_many_tools."""
+    for name in projection.tools[MAX_TOOLS:]:
+        projection.sources.pop(name, None)
+        projection.unavailable.append({"name": name, "reason": TOO_MANY, "detail": f"a run offers at most {MAX_TOOLS} tools"})
+    del projection.tools[MAX_TOOLS:]
+
+
+def strip_invisible(value: Any) -> tuple[Any, int]:
+    """The value with zero-width and bidirectional controls removed from every string in it,
+    and how many were removed."""
+    if isinstance(value, str):
+        cleaned, count = INVISIBLE_RE.subn("", value)
+        return cleaned, count
+    if isinstance(value, dict):
+        out, total = {}, 0
+        for key, item in value.items():
+            (key, n), (item, m) = strip_invisible(key), strip_invisible(item)
+            out[key] = item
+            total += n + m
+        return out, total
+    if isinstance(value, list):
+        items = [strip_invisible(item) for item in value]
+        return [item for item, _ in items], sum(n for _, n in items)
+    return value, 0
+
+
+def risk_of(annotations: dict[str, Any]) -> str:
+    """An MCP tool's risk from its annotations (destructiveHint counts only when it is not read-only)."""
+    if annotations.get("readOnlyHint") is True:
+        return "read"
+    if annotations.get("destructiveHint") is True:
+        return "dangerous"
+    return "write"
 
 
 def _builtin(snapshot: Snapshot) -> tuple[list[tuple[str, str]], list[dict[str, Any]]]:
@@ -123,14 +186,24 @@ def _mcp(snapshot: Snapshot) -> list[dict[str, Any]]:
             out.append({"name": f"{MCP_PREFIX}{server}__*", "reason": SOURCE_UNAVAILABLE, "detail": why})
             continue
         for tool in snapshot.mcp_tools[server]:
-            out.append({
-                "name": f"{MCP_PREFIX}{server}__{tool['name']}",
+            name, in_name = strip_invisible(tool["name"])
+            description, in_description = strip_invisible(tool.get("description") or "")
+            schema, in_schema = strip_invisible(tool.get("input_schema") or NO_PARAMETERS)
+            title, in_title = strip_invisible(tool.get("title"))
+            candidate = {
+                "name": f"{MCP_PREFIX}{server}__{name}",
                 "source": "mcp",
                 "server": server,
-                "tool": tool["name"],
-                "description": tool.get("description") or "",
-                "input_schema": tool.get("input_schema") or NO_PARAMETERS,
-            })
+                "tool": tool["name"],  # the server's own name, to call it by
+                "description": description,
+                "input_schema": schema,
+                "risk": risk_of(tool.get("annotations") or {}),
+            }
+            if title:
+                candidate["title"] = title
+            if in_name + in_description + in_schema + in_title:
+                candidate["stripped"] = in_name + in_description + in_schema + in_title
+            out.append(candidate)
     return out
 
 

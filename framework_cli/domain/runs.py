@@ -18,7 +18,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Protocol
 
 from ..errors import FwError
-from ..home.kinds import check_name
+from ..home.kinds import DEFAULT_PROMPT, check_name
 from ..home.store import Home
 from .identities import binding_command, get_binding, get_principal, no_principal
 from .resources import resource_read
@@ -77,6 +77,8 @@ class RunStart:
     lease_seconds: int
     # What the run is started for, recorded with it: a session it is tied to, an event, ...
     context: dict[str, Any] = field(default_factory=dict)
+    # The definitions of what the agent uses, frozen for the run (see `freeze`).
+    frozen: dict[str, Any] = field(default_factory=dict)
 
     @property
     def model_tool_call(self) -> bool:
@@ -138,7 +140,65 @@ def prepare_run(
         raise
     model = _load_part(home, agent, "model", definition["model"]) if definition.get("model") else None
     harness = _load_part(home, agent, "harness", definition["harness"]) if definition.get("harness") else None
-    return RunStart(mode, identity, agent, definition, model, harness, directory, max_rounds, lease or DEFAULT_LEASE_SECONDS, dict(context or {}))
+    frozen = freeze(home, definition, model, harness)
+    return RunStart(mode, identity, agent, definition, model, harness, directory, max_rounds, lease or DEFAULT_LEASE_SECONDS,
+                    dict(context or {}), frozen)
+
+
+SECRET_FIELDS = {"mcp": ("env", "headers")}  # left out of a snapshot: read from secrets/ when used
+
+
+def freeze(home: Home, definition: dict[str, Any], model: dict[str, Any] | None, harness: dict[str, Any] | None) -> dict[str, Any]:
+    """The definitions a run uses, as they are when it starts: its model, provider (never the
+    key: a provider shows only `api_key_set`), prompt, skills, MCP servers and harness. Each
+    part is `{"name", "data", "body"?}`, or `{"name", "error"}` when it cannot be read (the
+    run starts; what needs it fails with that message). A started run reads only these."""
+    frozen: dict[str, Any] = {
+        "model": {"name": definition["model"], "data": model} if model is not None else None,
+        "harness": {"name": definition["harness"], "data": harness} if harness is not None else None,
+        "provider": _frozen(home, "provider", model["provider"]) if model and model.get("provider") else None,
+        "prompt": _frozen(home, "prompt", definition.get("prompt") or DEFAULT_PROMPT),
+        "skills": {name: _frozen(home, "skill", name) for name in definition.get("skills") or []},
+        "mcps": {name: _frozen(home, "mcp", name) for name in definition.get("mcps") or []},
+    }
+    return frozen
+
+
+def _frozen(home: Home, kind: str, name: str) -> dict[str, Any]:
+    try:
+        doc = resource_read(home, kind, name)
+    except FwError as exc:
+        return {"name": name, "error": exc.message}
+    data = {k: v for k, v in doc["data"].items() if k not in SECRET_FIELDS.get(kind, ())}
+    return {"name": name, "data": data, **({"body": doc["body"]} if "body" in doc else {})}
+
+
+def frozen_part(home: Home, run: dict[str, Any], kind: str, name: str | None = None) -> dict[str, Any]:
+    """One definition a run uses, from its snapshot: `kind` is model, provider, prompt or
+    harness, or skills/mcps with the `name`. `invalid` when it could not be read at the start.
+    A record written before runs froze their parts reads the home instead."""
+    snapshot = run.get("snapshot")
+    if not isinstance(snapshot, dict):
+        singular = {"skills": "skill", "mcps": "mcp"}.get(kind, kind)
+        return _frozen(home, singular, name) if name else {"name": None, "error": f"the run has no {kind}"}
+    part = snapshot.get(kind)
+    if name is not None:
+        part = (part or {}).get(name) if isinstance(part, dict) else None
+    if not isinstance(part, dict):
+        label = f"{kind[:-1]} {name!r}" if name else kind
+        return {"name": name, "error": f"the run's snapshot holds no {label}"}
+    return part
+
+
+def frozen_data(home: Home, run: dict[str, Any], kind: str, name: str | None = None) -> dict[str, Any]:
+    """A frozen part's whole document (`data`, and `body` for a prompt or skill); `invalid` with
+    the reason when it could not be read when the run started."""
+    part = frozen_part(home, run, kind, name)
+    if "error" in part:
+        label = kind[:-1] if name else kind
+        raise FwError("invalid", f"the run's {label} cannot be used: {part['error']}",
+                      "fix it (`fw home check` shows what is wrong), then start a new run")
+    return part
 
 
 def _enabled_binding(home: Home, principal: str) -> dict[str, Any]:
@@ -184,6 +244,7 @@ def run_start(
             "tools": projection.tools,
             "unavailable_tools": projection.unavailable,
             "tool_sources": projection.sources,
+            "snapshot": start.frozen,
             "directory": start.directory,
             "max_rounds": start.max_rounds,
             "status": "active",

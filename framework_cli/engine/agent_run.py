@@ -12,11 +12,10 @@ from typing import Any
 
 from ..domain.identities import get_binding
 from ..domain.probes import provider_key
-from ..domain.resources import resource_read
-from ..domain.runs import run_end
+from ..domain.runs import frozen_data, run_end
 from ..domain.tool_types import Caller
 from ..errors import FwError
-from ..home.kinds import DEFAULT_PROMPT, check_name
+from ..home.kinds import check_name
 from ..home.store import Home
 from ..tools.service import call_tool, list_tools, open_run
 from .chat import ChatClient
@@ -51,11 +50,11 @@ def agent_run(
     try:
         if on_event:
             on_event({"type": "started", "run": record})
-        client = chat_client(home, record["definition"], timeout)
+        client = chat_client(home, record, timeout)
         caller = Caller("run", run_id, record)
         result = run_loop(
             client,
-            system=system_prompt(home, record["definition"]),
+            system=system_prompt(home, record),
             history=history,
             user=message,
             tools=list_tools(home, caller)["tools"],
@@ -87,20 +86,22 @@ def _require_binding_runs(home: Home, principal: str, agent: str) -> None:
                       f"run it as that agent: `fw agent run {binding['agent']} --principal {principal} ...`")
 
 
-def chat_client(home: Home, definition: dict[str, Any], timeout: float) -> ChatClient:
-    """The model the agent names, reached through its provider with the provider's key."""
-    name = definition.get("model")
+def chat_client(home: Home, run: dict[str, Any], timeout: float) -> ChatClient:
+    """The model the run's agent names, as the run froze it, reached through its provider
+    (as frozen) with the provider's key (read now: a key is never in a snapshot)."""
+    name = run["definition"].get("model")
     if not name:
-        raise FwError("invalid", "the agent has no model, so nothing can answer", "give it one: `fw agent edit AGENT --model MODEL`")
-    model = resource_read(home, "model", name)["data"]
-    provider = resource_read(home, "provider", model["provider"])["data"]
+        raise FwError("invalid", "the agent has no model, so nothing can answer",
+                      f"give it one: `fw agent edit {run['agent']} --model MODEL`")
+    model = frozen_data(home, run, "model")["data"]
+    provider = frozen_data(home, run, "provider")["data"]
     key = provider_key(home, model["provider"], provider)
     return ChatClient(provider["base_url"], key, model["model_id"], timeout=timeout)
 
 
-def system_prompt(home: Home, definition: dict[str, Any]) -> str:
-    """The agent's prompt text, or the home's default prompt."""
-    return resource_read(home, "prompt", definition.get("prompt") or DEFAULT_PROMPT).get("body") or ""
+def system_prompt(home: Home, run: dict[str, Any]) -> str:
+    """The agent's prompt text (or the home's default prompt), as the run froze it."""
+    return frozen_data(home, run, "prompt").get("body") or ""
 
 
 def _end(home: Home, run_id: str) -> None:

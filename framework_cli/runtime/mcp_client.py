@@ -1,6 +1,13 @@
 """The MCP servers of one run: started (stdio) or connected (http) when the run starts,
 closed when it ends, with a synchronous face for the loop and the tool service.
 
+A stdio server is spoken to directly: fw starts its process (in a process group of its own),
+writes JSON-RPC requests to its stdin and reads its stdout line by line, the MCP stdio
+transport. Reading the messages itself means that one tool with a bad schema, a line that is
+not JSON or a request fw does not serve never loses the whole server, that the last lines of
+the server's stderr can say why it failed, and that a run with stdio servers does not pay the
+SDK's import (over a second). The SDK is used for the streamable HTTP transport only.
+
 The SDK's client is asynchronous and anyio wants a client's context left by the task that
 entered it, so each server is owned by one task, in an event loop that runs in a background
 thread (an anyio blocking portal), from its start to its close. Callers stay synchronous:
@@ -13,10 +20,13 @@ is recorded in `unavailable` and never raises: the run goes on without its tools
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import shutil
+import signal
 import sys
+from collections import deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,6 +44,12 @@ INHERITED_ENV = ("PATH", "HOME", "LANG", "TERM")  # all a stdio server gets of f
 CLOSE_TIMEOUT = 10.0  # for every server to close at the run's end; stdio shutdown is bounded below this
 _LIST_PAGES = 100  # a server whose tool list never ends cannot hang the start
 _MESSAGE_CHARS = 300
+PROTOCOL_VERSION = "2025-06-18"  # what fw asks for; a server may answer with another it speaks
+STDERR_LINES = 20  # the last lines of a server's stderr kept, to say why it failed
+STDERR_LINE_CHARS = 500
+STDERR_SHOWN_CHARS = 1500
+MAX_MESSAGE_BYTES = 64 * 1024 * 1024  # one JSON-RPC line; a server sending more is dropped
+STOP_GRACE = 2.0  # seconds a stdio server gets to exit once its stdin closes; then SIGTERM, then SIGKILL
 
 # The SDK's stdio client always adds the parent's HOME, LOGNAME, PATH, SHELL, TERM and USER to
 # a server's environment. This shim, run first, replaces itself with the server holding exactly
@@ -65,9 +81,12 @@ class McpConnections:
     """The MCP connections of one run, as a context manager:
 
         with McpConnections(specs) as mcp:
-            mcp.tools        # {server: [{"name", "description", "input_schema"}]}
+            mcp.tools        # {server: [{"name", "title", "description", "input_schema", "annotations"}]}
             mcp.unavailable  # {server: why it is not there}
             mcp.call("files", "read", {"path": "a.txt"})
+
+    The tools are listed as the server gave them (names, schemas and all, redacted): the
+    projection decides which of them a run may be offered.
     """
 
     def __init__(self, servers: list[ServerSpec], start_timeout: float = 10.0) -> None:
@@ -86,7 +105,8 @@ class McpConnections:
     def __enter__(self) -> McpConnections:
         from anyio.from_thread import start_blocking_portal
 
-        _load_sdk()
+        if any(spec.transport == "http" for spec in self.servers):
+            _load_http_sdk()
         self._portal = self._stack.enter_context(start_blocking_portal())
         try:
             self._supervisor, connections = self._portal.start_task(self._supervise)
@@ -114,14 +134,15 @@ class McpConnections:
             self._stack.close()  # stops the event loop and joins its thread
 
     def call(self, server: str, tool: str, args: dict[str, Any], timeout: float = 60.0) -> dict[str, Any]:
-        """Call one tool of one server: {"content": [text...], "is_error", "structured"}, redacted."""
+        """Call one tool of one server: {"content": [text...], "is_error", "structured"}, redacted.
+        Several threads may call at once; each call is answered on its own."""
         conn = self._connections.get(server)
         if conn is None or self._supervisor is None:
             why = self.unavailable.get(server, "it is not one of this run's MCP servers")
             if self._supervisor is None:
                 why = "the run's MCP connections are closed"
             raise FwError("unavailable", f"MCP server {server!r} is not available: {why}",
-                          "check the server with `fw resource test mcp NAME`", reason="mcp_server")
+                          check_hint(server), reason="mcp_server")
         return self._portal.call(self._call, conn, tool, args, timeout)
 
     # -- inside the event loop -----------------------------------------------------------
@@ -141,23 +162,22 @@ class McpConnections:
             for conn in connections:
                 if not conn.settled.is_set():
                     # Report it now; its process is stopped in the background, before __exit__ returns.
-                    conn.give_up(f"did not start and list its tools within {self.start_timeout:g} s")
+                    conn.give_up(conn.with_stderr(f"did not start and list its tools within {self.start_timeout:g} s"))
             task_status.started(connections)
             await self._closing.wait()
 
     async def _own(self, conn: _Connection) -> None:
-        """One server, from its start to its close, in one task (anyio's rule for the client)."""
+        """One server, from its start to its close, in one task (anyio's rule for the SDK's client)."""
         import anyio
-        from mcp import Client
 
         try:
             with conn.scope:
-                async with Client(_transport(conn.spec), client_info=_client_info()) as client:
-                    conn.ready(client, await _list_tools(client))
+                async with _open(conn) as link:
+                    conn.ready(link, await link.list_tools())
                     await self._closing.wait()
                     conn.scope.deadline = anyio.current_time() + CLOSE_TIMEOUT
         except Exception as exc:
-            conn.fail(describe_failure(exc))
+            conn.fail(await conn.explain(describe_failure(exc)))
         finally:
             conn.settled.set()
 
@@ -167,14 +187,22 @@ class McpConnections:
         name = conn.spec.name
         try:
             with anyio.fail_after(timeout):
-                result = await conn.client.call_tool(tool, args)
+                result = await conn.link.call_tool(tool, args)
         except TimeoutError:
             raise FwError("unavailable", f"MCP server {name!r} did not answer {tool} within {timeout:g} s",
                           "the server may be stuck; try again or check it", reason="mcp_server") from None
         except Exception as exc:
-            raise FwError("unavailable", f"MCP server {name!r} failed on {tool}: {describe_failure(exc)}",
-                          "check the server with `fw resource test mcp NAME`", reason="mcp_server") from None
+            if _is_remote_error(exc):  # the server answered the call with a JSON-RPC error
+                raise FwError("unavailable", f"MCP server {name!r} refused {tool}: {describe_failure(exc)}",
+                              "check the tool's name and arguments against its input_schema", reason="mcp_tool") from None
+            why = await conn.explain(describe_failure(exc))
+            raise FwError("unavailable", f"MCP server {name!r} failed on {tool}: {why}",
+                          check_hint(name), reason="mcp_server") from None
         return tool_result_document(result)
+
+
+def check_hint(server: str) -> str:
+    return f"check the server with `fw resource test mcp {server}`"
 
 
 class _Connection:
@@ -184,19 +212,24 @@ class _Connection:
         import anyio
 
         self.spec = spec
-        self.client: Any = None
+        self.link: Any = None
         self.tools: list[dict[str, Any]] = []
         self.failure: str | None = None
         self.settled = anyio.Event()  # started, failed or given up on
         self.scope = anyio.CancelScope()
+        self.process: Any = None  # a stdio server's process
+        self.stderr: deque[str] = deque(maxlen=STDERR_LINES)
+        self.stderr_done = anyio.Event()
+        if spec.transport != "stdio":
+            self.stderr_done.set()
 
-    def ready(self, client: Any, tools: list[dict[str, Any]]) -> None:
+    def ready(self, link: Any, tools: list[dict[str, Any]]) -> None:
         if self.failure is None:  # the start may have just been given up on: that stands
-            self.client, self.tools = client, tools
+            self.link, self.tools = link, tools
         self.settled.set()
 
     def fail(self, message: str) -> None:
-        if self.failure is None and self.client is None:
+        if self.failure is None and self.link is None:
             self.failure = message
 
     def give_up(self, message: str) -> None:
@@ -204,20 +237,62 @@ class _Connection:
         self.settled.set()
         self.scope.cancel()
 
+    def with_stderr(self, message: str) -> str:
+        """The message, and the last lines the server wrote to its stderr (redacted), if any."""
+        lines = [line for line in self.stderr if line.strip()]
+        if not lines:
+            return message
+        text = redact("\n".join(lines))
+        if len(text) > STDERR_SHOWN_CHARS:
+            text = "..." + text[-STDERR_SHOWN_CHARS:]
+        return f"{message}; its stderr ended with:\n{text}"
 
-def _load_sdk() -> None:
-    """Import the SDK before any server's start timer runs: the import takes a while, and it
-    would block the event loop that the timers run on."""
-    import mcp.client.stdio  # noqa: F401
+    async def explain(self, message: str) -> str:
+        """Why the server failed: the message, its exit status once it exited, its stderr's end."""
+        import anyio
+
+        with anyio.move_on_after(1.0):  # the server's last words may still be in the pipe
+            await self.stderr_done.wait()
+        status = getattr(self.process, "returncode", None)
+        if status is not None and "exit" not in message:
+            message = f"{message} (the server exited with status {status})"
+        return self.with_stderr(message)
+
+
+def _load_http_sdk() -> None:
+    """Import the SDK's HTTP client before any server's start timer runs: the import takes a
+    while, and it would block the event loop that the timers run on."""
     import mcp.client.streamable_http  # noqa: F401
 
+    quiet_sdk_logging()
 
-def _transport(spec: ServerSpec) -> Any:
+
+def quiet_sdk_logging() -> None:
+    """The SDK logs tracebacks (a line of a server it could not parse, a closed stream) through
+    `logging`; none of it may reach fw's terminal, where only fw's own messages go."""
+    import logging
+
+    for name in ("mcp", "httpx2"):
+        logger = logging.getLogger(name)
+        logger.propagate = False
+        if not logger.handlers:
+            logger.addHandler(logging.NullHandler())
+
+
+@contextlib.asynccontextmanager
+async def _open(conn: _Connection) -> AsyncIterator[Any]:
+    """A link to one server that can list and call its tools: `_StdioLink` or `_HttpLink`."""
+    spec = conn.spec
     if spec.transport == "stdio":
-        return _stdio_transport(spec)
-    if spec.transport == "http":
-        return _http_transport(spec)
-    raise FwError("invalid", f"unknown MCP transport {spec.transport!r}", "use stdio or http")
+        async with _stdio_link(conn) as link:
+            yield link
+    elif spec.transport == "http":
+        from mcp import Client
+
+        async with Client(_http_transport(spec), client_info=_client_info()) as client:
+            yield _HttpLink(client)
+    else:
+        raise FwError("invalid", f"unknown MCP transport {spec.transport!r}", "use stdio or http")
 
 
 def server_environment(spec: ServerSpec) -> dict[str, str]:
@@ -227,28 +302,250 @@ def server_environment(spec: ServerSpec) -> dict[str, str]:
     return env
 
 
+# -- stdio ----------------------------------------------------------------------------------
 @contextlib.asynccontextmanager
-async def _stdio_transport(spec: ServerSpec) -> AsyncIterator[Any]:
-    from mcp.client.stdio import StdioServerParameters, stdio_client
+async def _stdio_link(conn: _Connection) -> AsyncIterator[_StdioLink]:
+    """Start a stdio server in a process group of its own, keep its stderr's last lines, speak
+    JSON-RPC with it, and stop it (and whatever it left in its group) on the way out."""
+    import subprocess
 
+    import anyio
+
+    spec = conn.spec
     if not spec.command:
         raise FwError("invalid", "a stdio MCP server needs a command", "set the mcp's command")
     env = server_environment(spec)
     if not _command_exists(spec.command, env.get("PATH", os.defpath), spec.cwd):
         raise FwError("unavailable", f"command not found: {spec.command}", "check the mcp's command and PATH",
                       reason="mcp_server")
-    params = StdioServerParameters(
-        command=sys.executable,
-        args=["-I", "-S", "-c", _EXEC_WITH_CHOSEN_ENV, spec.command, *spec.args],
-        env={**env, "FW_MCP_ENV_KEYS": json.dumps(sorted(env))},
-        cwd=spec.cwd,
+    process = await anyio.open_process(
+        [sys.executable, "-I", "-S", "-c", _EXEC_WITH_CHOSEN_ENV, spec.command, *spec.args],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        env={**env, "FW_MCP_ENV_KEYS": json.dumps(sorted(env))}, cwd=spec.cwd, start_new_session=True,
     )
-    # The server's stderr must never reach fw's stdout (or clutter its stderr).
-    with open(os.devnull, "w") as devnull:
-        async with stdio_client(params, errlog=devnull) as streams:
-            yield streams
+    conn.process = process
+    link = _StdioLink(process)
+    try:
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(_keep_stderr, process.stderr, conn)
+            tasks.start_soon(link.read_stdout)
+            try:
+                await link.initialize()
+                yield link
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await _stop(process)
+                    with anyio.move_on_after(1.0):
+                        await conn.stderr_done.wait()
+                tasks.cancel_scope.cancel()
+    except BaseExceptionGroup as group:  # one error of ours inside the task group: pass it on bare
+        raise group.exceptions[0] if len(group.exceptions) == 1 else group from None
 
 
+class _LinkError(Exception):
+    """The server cannot be talked to (closed, or it broke the protocol)."""
+
+
+class _RemoteError(Exception):
+    """The server answered a request with a JSON-RPC error."""
+
+
+def _is_remote_error(exc: BaseException) -> bool:
+    return isinstance(exc, _RemoteError) or type(exc).__name__ == "MCPError"
+
+
+class _Waiter:
+    def __init__(self) -> None:
+        import anyio
+
+        self.event = anyio.Event()
+        self.message: dict[str, Any] | None = None
+        self.closed: str | None = None
+
+
+class _StdioLink:
+    """JSON-RPC over a server's stdin and stdout: requests matched to answers by id, requests
+    from the server refused (but ping), notifications and lines that are not JSON ignored."""
+
+    def __init__(self, process: Any) -> None:
+        import anyio
+
+        self.process = process
+        self._ids = itertools.count(1)
+        self._pending: dict[int, _Waiter] = {}
+        self._write_lock = anyio.Lock()
+        self.closed: str | None = None
+
+    async def initialize(self) -> None:
+        await self.request("initialize", {"protocolVersion": PROTOCOL_VERSION, "capabilities": {},
+                                          "clientInfo": {"name": "fw", "version": __version__}})
+        await self._send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+    async def list_tools(self) -> list[dict[str, Any]]:
+        tools: list[dict[str, Any]] = []
+        cursor = None
+        for _ in range(_LIST_PAGES):
+            page = await self.request("tools/list", {"cursor": cursor} if cursor else {})
+            listed = page.get("tools")
+            if not isinstance(listed, list):
+                raise _LinkError("the server's tools/list answer has no list of tools")
+            tools.extend(tool_entry(raw) for raw in listed)
+            cursor = page.get("nextCursor")
+            if not isinstance(cursor, str) or not cursor:
+                break
+        return tools
+
+    async def call_tool(self, name: str, args: dict[str, Any]) -> dict[str, Any]:
+        return await self.request("tools/call", {"name": name, "arguments": args})
+
+    async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        if self.closed:
+            raise _LinkError(self.closed)
+        request_id = next(self._ids)
+        waiter = self._pending[request_id] = _Waiter()
+        try:
+            await self._send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
+            await waiter.event.wait()
+        finally:
+            self._pending.pop(request_id, None)
+        if waiter.message is None:
+            raise _LinkError(waiter.closed or "Connection closed")
+        if "error" in waiter.message:
+            error = waiter.message["error"]
+            text = error.get("message") if isinstance(error, dict) else None
+            raise _RemoteError(str(text or error))
+        result = waiter.message.get("result")
+        if not isinstance(result, dict):
+            raise _LinkError(f"the server's answer to {method} is not a JSON object")
+        return result
+
+    async def _send(self, message: dict[str, Any]) -> None:
+        import anyio
+
+        data = (json.dumps(message, ensure_ascii=False) + "\n").encode("utf-8")
+        try:
+            async with self._write_lock:
+                await self.process.stdin.send(data)
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+            self._close("Connection closed: the server stopped reading its input")
+            raise _LinkError(self.closed) from None
+
+    async def read_stdout(self) -> None:
+        import anyio
+
+        buffer = bytearray()
+        try:
+            async for chunk in self.process.stdout:
+                buffer += chunk
+                if b"\n" not in chunk:
+                    if len(buffer) > MAX_MESSAGE_BYTES:
+                        self._close("the server sent a message over 64 MiB")
+                        return
+                    continue
+                *lines, rest = bytes(buffer).split(b"\n")
+                buffer = bytearray(rest)
+                for line in lines:
+                    await self._receive(line)
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+            pass
+        finally:
+            self._close("Connection closed")
+
+    async def _receive(self, line: bytes) -> None:
+        try:
+            message = json.loads(line)
+        except ValueError:
+            return  # a server's stray print: not a message, and not worth a traceback
+        for item in message if isinstance(message, list) else [message]:
+            if not isinstance(item, dict):
+                continue
+            if "method" in item and "id" in item:  # a request from the server
+                await self._refuse(item)
+            elif "id" in item and ("result" in item or "error" in item):
+                waiter = self._pending.get(item["id"]) if isinstance(item["id"], int) else None
+                if waiter is not None and not waiter.event.is_set():
+                    waiter.message = item
+                    waiter.event.set()
+
+    async def _refuse(self, request: dict[str, Any]) -> None:
+        """fw offers a server nothing (no sampling, no roots, no elicitation); ping is answered."""
+        if request["method"] == "ping":
+            answer: dict[str, Any] = {"result": {}}
+        else:
+            answer = {"error": {"code": -32601, "message": f"fw does not offer {str(request['method'])[:100]}"}}
+        with contextlib.suppress(_LinkError):
+            await self._send({"jsonrpc": "2.0", "id": request["id"], **answer})
+
+    def _close(self, why: str) -> None:
+        if self.closed is None:
+            self.closed = why
+        for waiter in self._pending.values():
+            if not waiter.event.is_set():
+                waiter.closed = self.closed
+                waiter.event.set()
+
+
+async def _keep_stderr(stream: Any, conn: _Connection) -> None:
+    """Read a server's stderr to its end (so it never blocks on a full pipe), keeping its last lines."""
+    import anyio
+
+    rest = b""
+    try:
+        async for chunk in stream:
+            *lines, rest = (rest + chunk).split(b"\n")
+            for line in lines:
+                conn.stderr.append(line[:STDERR_LINE_CHARS].decode("utf-8", "replace"))
+            if len(rest) > STDERR_LINE_CHARS:
+                conn.stderr.append(rest[:STDERR_LINE_CHARS].decode("utf-8", "replace"))
+                rest = b""
+    except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+        pass
+    finally:
+        if rest:
+            conn.stderr.append(rest.decode("utf-8", "replace"))
+        conn.stderr_done.set()
+
+
+async def _stop(process: Any) -> None:
+    """Close the server's stdin and give it a moment to exit; then signal its process group,
+    SIGTERM and then SIGKILL. Whatever it started in its group is killed too."""
+    with contextlib.suppress(Exception):
+        await process.stdin.aclose()
+    if not await _exited(process, STOP_GRACE):
+        _signal_group(process.pid, signal.SIGTERM)
+        if not await _exited(process, STOP_GRACE):
+            _signal_group(process.pid, signal.SIGKILL)
+            await _exited(process, STOP_GRACE)
+    _signal_group(process.pid, signal.SIGKILL)  # helpers the server left running in its group
+
+
+async def _exited(process: Any, seconds: float) -> bool:
+    """Whether the process exited within the time (its returncode, not wait(): a helper that
+    holds its pipes open would make wait() hang)."""
+    import anyio
+
+    deadline = anyio.current_time() + seconds
+    while process.returncode is None:
+        if anyio.current_time() >= deadline:
+            return False
+        await anyio.sleep(0.02)
+    return True
+
+
+def _signal_group(pid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, sig)
+
+
+def _command_exists(command: str, path: str, cwd: str | None) -> bool:
+    """Checked before starting, so that a typo is reported as such, not as a closed connection."""
+    if os.sep in command:  # a path, relative to the server's working folder
+        target = os.path.join(cwd or os.getcwd(), command)
+        return os.path.isfile(target) and os.access(target, os.X_OK)
+    return shutil.which(command, path=path) is not None
+
+
+# -- http (the SDK) -------------------------------------------------------------------------
 @contextlib.asynccontextmanager
 async def _http_transport(spec: ServerSpec) -> AsyncIterator[Any]:
     # The SDK's HTTP transport runs on httpx2 (not httpx); headers go on the client it is given.
@@ -263,60 +560,94 @@ async def _http_transport(spec: ServerSpec) -> AsyncIterator[Any]:
             yield streams
 
 
-def _command_exists(command: str, path: str, cwd: str | None) -> bool:
-    """Checked before starting, so that a typo is reported as such, not as a closed connection."""
-    if os.sep in command:  # a path, relative to the server's working folder
-        target = os.path.join(cwd or os.getcwd(), command)
-        return os.path.isfile(target) and os.access(target, os.X_OK)
-    return shutil.which(command, path=path) is not None
-
-
 def _client_info() -> Any:
     import mcp_types
-
 
     return mcp_types.Implementation(name="fw", version=__version__)
 
 
-async def _list_tools(client: Any) -> list[dict[str, Any]]:
-    tools: list[dict[str, Any]] = []
-    cursor = None
-    for _ in range(_LIST_PAGES):
-        page = await client.list_tools(cursor=cursor)
-        tools.extend(_tool_description(t) for t in page.tools)
-        cursor = page.next_cursor
-        if cursor is None:
-            break
-    return tools
+class _HttpLink:
+    """The SDK's client, answering in the same wire-shaped dicts as `_StdioLink`."""
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+
+    async def list_tools(self) -> list[dict[str, Any]]:
+        tools: list[dict[str, Any]] = []
+        cursor = None
+        for _ in range(_LIST_PAGES):
+            page = await self.client.list_tools(cursor=cursor)
+            tools.extend(tool_entry(_wire(t)) for t in page.tools)
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+        return tools
+
+    async def call_tool(self, name: str, args: dict[str, Any]) -> dict[str, Any]:
+        return _wire(await self.client.call_tool(name, args))
 
 
-def _tool_description(tool: Any) -> dict[str, Any]:
+def _wire(model: Any) -> dict[str, Any]:
+    return model.model_dump(by_alias=True, mode="json", exclude_none=True)
+
+
+# -- what a server says, as fw's documents ---------------------------------------------------
+def tool_entry(raw: Any) -> dict[str, Any]:
+    """One listed tool as the server gave it, redacted; the projection judges name and schema."""
+    raw = raw if isinstance(raw, dict) else {}
+    annotations = raw.get("annotations") if isinstance(raw.get("annotations"), dict) else {}
+    name, description, title = raw.get("name"), raw.get("description"), raw.get("title") or annotations.get("title")
     return {
-        "name": tool.name,
-        "description": redact(tool.description or ""),
-        "input_schema": redact_document(tool.input_schema),
+        "name": name if isinstance(name, str) else "",
+        "title": redact(title) if isinstance(title, str) else None,
+        "description": redact(description) if isinstance(description, str) else "",
+        "input_schema": redact_document(raw.get("inputSchema")),
+        "annotations": {k: v for k, v in annotations.items() if k in ("readOnlyHint", "destructiveHint") and isinstance(v, bool)},
     }
 
 
-def tool_result_document(result: Any) -> dict[str, Any]:
+def tool_result_document(result: dict[str, Any]) -> dict[str, Any]:
     """An MCP tool result as fw's document: its text parts, whether it is an error, and its
     structured content, each redacted."""
-    structured = result.structured_content
+    parts = result.get("content")
+    structured = result.get("structuredContent")
     return {
-        "content": [redact(_part_text(part)) for part in result.content],
-        "is_error": bool(result.is_error),
+        "content": [redact(_part_text(part)) for part in parts] if isinstance(parts, list) else [],
+        "is_error": result.get("isError") is True,
         "structured": redact_document(structured) if structured is not None else None,
     }
 
 
+RESULT_CAP = 64 * 1024  # bytes of a tool result a model reads (CONTRACT section 6)
+
+
+def capped(doc: dict[str, Any], cap: int = RESULT_CAP) -> dict[str, Any]:
+    """A tool result document cut to `cap` bytes of text, saying whether it was
+    (`truncated`): the text parts first, in order; structured content only if it still fits."""
+    left, parts, truncated = cap, [], False
+    for text in doc["content"]:
+        data = text.encode("utf-8")
+        if len(data) > left:
+            text, truncated = data[:left].decode("utf-8", "ignore"), True
+        parts.append(text)
+        left -= len(text.encode("utf-8"))
+        if truncated:
+            break
+    structured = doc["structured"]
+    if structured is not None and (truncated or len(json.dumps(structured, ensure_ascii=False).encode("utf-8")) > left):
+        structured, truncated = None, True
+    return {**doc, "content": parts, "structured": structured, "truncated": truncated}
+
+
 def _part_text(part: Any) -> str:
-    if getattr(part, "type", None) == "text":
-        return part.text
-    resource = getattr(part, "resource", None)
-    if resource is not None and getattr(resource, "text", None) is not None:
-        return resource.text
-    mime = getattr(part, "mime_type", None) or getattr(resource, "mime_type", None) or "binary"
-    return f"[{getattr(part, 'type', 'content')} content ({mime}) not shown]"
+    part = part if isinstance(part, dict) else {}
+    if part.get("type") == "text":
+        return str(part.get("text", ""))
+    resource = part.get("resource") if isinstance(part.get("resource"), dict) else {}
+    if isinstance(resource.get("text"), str):
+        return resource["text"]
+    mime = part.get("mimeType") or resource.get("mimeType") or "binary"
+    return f"[{part.get('type', 'content')} content ({mime}) not shown]"
 
 
 def describe_failure(exc: BaseException) -> str:
@@ -326,7 +657,11 @@ def describe_failure(exc: BaseException) -> str:
         exc = exc.exceptions[0]
     if isinstance(exc, FwError):
         return exc.message
-    text = " ".join(redact(str(exc)).split())
-    if len(text) > _MESSAGE_CHARS:
-        text = text[:_MESSAGE_CHARS] + "..."
+    if isinstance(exc, (_LinkError, _RemoteError)):
+        return _cut(" ".join(redact(str(exc)).split()))
+    text = _cut(" ".join(redact(str(exc)).split()))
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _cut(text: str) -> str:
+    return text[:_MESSAGE_CHARS] + "..." if len(text) > _MESSAGE_CHARS else text

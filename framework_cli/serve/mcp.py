@@ -2,8 +2,9 @@
 
 The server lists the caller's tools with their JSON Schemas and passes every call to the
 tool service, which authorises, validates and audits it as for `fw tool call`. Results and
-errors come back as JSON text (and structured content), redacted; a refused call is a tool
-result with isError set, so a model can read why.
+errors come back as JSON text (and structured content), redacted; a refused or failed call
+(an upstream MCP tool's error included) is a tool result with isError set, so a model can read
+why. Calls are answered concurrently. `ToolHandlers` holds what any transport serves.
 """
 
 from __future__ import annotations
@@ -16,8 +17,54 @@ from ..domain.runs import active_run
 from ..errors import FwError
 from ..home.secrets import redact
 from ..home.store import Home
+from ..runtime.mcp_client import quiet_sdk_logging
 from ..tools.service import Caller, call_tool, list_tools
 from ..tools.sources import RunSources
+
+
+class ToolHandlers:
+    """What fw answers to an MCP client, whatever the transport: the caller's tools as MCP
+    describes them, and calls, each through the one tool service (authorization, validation,
+    audit). Calls run in worker threads, so that a slow call never holds a quick one; each
+    thread gets its own `Home` (a home's lock is re-entrant within one object, and must keep
+    two threads' writes apart as it keeps two processes' apart)."""
+
+    def __init__(self, home: Home, caller: Caller, sources: Any = None) -> None:
+        self.home, self.caller, self.sources = home, caller, sources
+
+    def tools(self) -> list[dict[str, Any]]:
+        """The caller's tools as MCP lists them: name, title, description, input schema and
+        annotations from fw's risk levels."""
+        return [mcp_tool(t) for t in list_tools(self.home, self.caller)["tools"]]
+
+    def call(self, name: str, arguments: Any) -> tuple[dict[str, Any], bool]:
+        """(the result or error document, whether it is an error); never raises."""
+        try:
+            return call_tool(Home(self.home.root), self.caller, name, arguments, self.sources), False
+        except FwError as exc:
+            return exc.to_dict(), True
+        except Exception as exc:  # never a traceback on the wire
+            error = FwError("internal", f"unexpected error: {type(exc).__name__}", "this is a bug in fw; please report it")
+            return error.to_dict(), True
+
+
+def mcp_tool(tool: dict[str, Any]) -> dict[str, Any]:
+    """One of fw's tools as an MCP tool: `readOnlyHint` for `read`, `destructiveHint` for
+    `dangerous` (and neither hint claims more than fw's risk says)."""
+    risk = tool.get("risk")
+    annotations = {"title": _title(tool["name"]), "readOnlyHint": risk == "read"}
+    if risk != "read":  # meaningful only for a tool that changes something
+        annotations["destructiveHint"] = risk == "dangerous"
+    return {"name": tool["name"], "title": _title(tool["name"]), "description": tool["description"],
+            "input_schema": tool["input_schema"], "annotations": annotations}
+
+
+def _title(name: str) -> str:
+    """`framework_resource_write` and `resource_write` read as "Resource write"; a tool of
+    another source keeps its name."""
+    if name.startswith(("mcp__", "skill__")):
+        return name
+    return name.removeprefix("framework_").replace("_", " ").capitalize()
 
 
 def _result(doc: dict[str, Any], is_error: bool) -> Any:
@@ -32,30 +79,29 @@ def _result(doc: dict[str, Any], is_error: bool) -> Any:
 
 
 def build_server(home: Home, caller: Caller, sources: Any = None) -> Any:
+    import anyio
     import mcp_types as types
     from mcp.server.lowlevel import Server
 
+    handlers = ToolHandlers(home, caller, sources)
 
     async def on_list_tools(ctx: Any, params: Any) -> Any:
         from mcp.shared.exceptions import MCPError
 
         try:
-            doc = list_tools(home, caller)
+            tools = await anyio.to_thread.run_sync(handlers.tools)
         except FwError as exc:  # the run ended or expired while serving: it lists nothing
             raise MCPError(-32000, redact(exc.message), exc.to_dict()) from None
-        return types.ListToolsResult(
-            tools=[types.Tool(name=t["name"], description=t["description"], input_schema=t["input_schema"]) for t in doc["tools"]]
-        )
+        return types.ListToolsResult(tools=[
+            types.Tool(name=t["name"], title=t["title"], description=t["description"], input_schema=t["input_schema"],
+                       annotations=types.ToolAnnotations(**t["annotations"]))
+            for t in tools
+        ])
 
     async def on_call_tool(ctx: Any, params: Any) -> Any:
-        try:
-            arguments = params.arguments if params.arguments is not None else {}
-            return _result(call_tool(home, caller, params.name, arguments, sources), False)
-        except FwError as exc:
-            return _result(exc.to_dict(), True)
-        except Exception as exc:  # never a traceback on the wire
-            error = FwError("internal", f"unexpected error: {type(exc).__name__}", "this is a bug in fw; please report it")
-            return _result(error.to_dict(), True)
+        arguments = params.arguments if params.arguments is not None else {}
+        doc, is_error = await anyio.to_thread.run_sync(handlers.call, params.name, arguments)
+        return _result(doc, is_error)
 
     return Server("fw", version=__version__, on_list_tools=on_list_tools, on_call_tool=on_call_tool)
 
@@ -68,15 +114,14 @@ def serve(home: Home, caller: Caller) -> None:
     from mcp.server.stdio import stdio_server
 
 
-    directory = None
+    run = None
     if not caller.is_manager:
-
-        # a missing or ended run is an error before serving
-        directory = active_run(home, caller.run_id).get("directory")  # type: ignore[arg-type]
+        run = active_run(home, caller.run_id)  # type: ignore[arg-type]  # a missing or ended run is an error before serving
+    quiet_sdk_logging()
 
     # The run's MCP servers start when a tool of theirs is first called, and stay up until the
     # client leaves, so that one session keeps one connection to each.
-    with RunSources(home, directory) as sources:
+    with RunSources(home, run) as sources:
         server = build_server(home, caller, sources)
 
         async def main() -> None:

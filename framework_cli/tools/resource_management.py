@@ -80,7 +80,7 @@ register(
     Tool("agent_bind", RM, "write",
          "Bind a principal (kind agent) to an agent. A new binding is enabled, runs in the home's folder, with unlimited rounds and policy mentioned. Updating a disabled binding keeps it disabled.",
          object_schema(["principal", "agent"], principal=NAME, agent=NAME, directory={"type": "string", "minLength": 1},
-              max_rounds={"type": ["integer", "null"], "minimum": 1}, policy={"type": "string", "enum": ["mentioned", "all"]}), lambda h, c, a: agent_bind(h, a["principal"], a["agent"], a.get("directory"), a.get("max_rounds"), a.get("policy"))),
+              max_rounds={"type": "integer", "minimum": 1, "description": "model calls a run may make; omit for no limit"}, policy={"type": "string", "enum": ["mentioned", "all"]}), lambda h, c, a: agent_bind(h, a["principal"], a["agent"], a.get("directory"), a.get("max_rounds"), a.get("policy"))),
     Tool("agent_set_enabled", RM, "write", "Enable or disable a principal's binding. Disabling stops its later managed runs.",
          object_schema(["principal", "enabled"], principal=NAME, enabled={"type": "boolean"}), lambda h, c, a: set_binding_enabled(h, a["principal"], a["enabled"], None if c.is_manager else c.identity)),
     Tool("agent_unbind", RM, "dangerous",

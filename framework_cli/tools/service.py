@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from ..domain.projection import Snapshot, project, runner_refusal
+from ..domain.projection import Snapshot, cap_tools, project, runner_refusal
 from ..domain.runs import active_run, load_run, require_active, run_start
 from ..domain.tool_types import Caller, Tool
 from ..errors import FwError
@@ -38,16 +38,17 @@ def _project_tools(home: Home, start: Any, held: list[Any]) -> Any:
 
     definition = start.definition
     snapshot = Snapshot(definition, start.model_tool_call, start.harness, GROUP_TOOLS, managed=start.mode == "managed")
-    servers = list(definition.get("mcps") or [])
+    servers = start.frozen.get("mcps") or {}
     if servers and runner_refusal(snapshot) is None:
         connections = list_mcp_tools(home, servers, start.directory)
         held.append(connections)
         snapshot.mcp_tools, snapshot.mcp_unavailable = connections.tools, connections.unavailable
-    snapshot.skills = {name: skill_description(home, name) for name in definition.get("skills") or []}
+    snapshot.skills = {name: skill_description(part) for name, part in (start.frozen.get("skills") or {}).items()}
     projection = project(snapshot)
     if "event" in start.context:  # a run started for a chat-platform event: its event and platform tools
 
         add_event_tools(home, projection, runner_refusal(snapshot), definition, start.context)
+    cap_tools(projection)
     return projection
 
 
@@ -67,7 +68,7 @@ def open_run(
     except BaseException:
         RunSources(home, None, *held).close()
         raise
-    return record, RunSources(home, record["directory"], *held)
+    return record, RunSources(home, record, *held)
 
 
 def start_run(home: Home, principal: str | None = None, agent: str | None = None, lease: int | None = None) -> dict[str, Any]:
@@ -84,12 +85,12 @@ def _granted(home: Home, run: dict[str, Any], name: str, sources: Any) -> Tool:
         return TOOLS[name[len(TOOL_PREFIX):]]
     source = (run.get("tool_sources") or {}).get(name)
     if isinstance(source, dict) and source.get("source") == "mcp":
-        return Tool(name, f"mcp:{source['server']}", "write", source.get("description") or "", source.get("input_schema") or {},
-                    lambda h, c, a: _call_mcp(h, run, source, a, sources))
+        return Tool(name, f"mcp:{source['server']}", source.get("risk") or "write", source.get("description") or "",
+                    source.get("input_schema") or {}, lambda h, c, a: _call_mcp(h, run, source, a, sources))
     if isinstance(source, dict) and source.get("source") == "skill":
 
         return Tool(name, "skill", "read", source.get("description") or "", source.get("input_schema") or {},
-                    lambda h, c, a: skill_text(h, source["skill"]))
+                    lambda h, c, a: skill_text(h, run, source["skill"]))
     if isinstance(source, dict) and source.get("source") in ("event", "platform"):
 
         return granted_tool(run, name, source)
@@ -104,7 +105,7 @@ def _call_mcp(home: Home, run: dict[str, Any], source: dict[str, Any], args: dic
 
     if sources is not None:
         return sources.call_mcp(source["server"], source["tool"], args)
-    with RunSources(home, run.get("directory")) as once:
+    with RunSources(home, run) as once:
         return once.call_mcp(source["server"], source["tool"], args)
 
 
@@ -115,6 +116,11 @@ def manager_tools() -> list[Tool]:
 
 def describe(tool: Tool, name: str) -> dict[str, Any]:
     return {"name": name, "description": tool.description, "risk": tool.risk, "group": tool.group, "input_schema": tool.input_schema}
+
+
+def tool_list_command(caller: Caller) -> str:
+    """The command that lists this caller's tools, with the real run id."""
+    return "fw tool list --manager" if caller.is_manager else f"fw tool list --run {caller.run_id}"
 
 
 def caller_for(home: Home, manager: bool, run_id: str | None) -> Caller:
@@ -198,7 +204,11 @@ def call_tool(home: Home, caller: Caller, name: str, args: Any, sources: Any = N
             tool = _granted(home, run, name, sources)
         if not caller.is_manager:
             _still_may_act(home, caller.run, name, args)  # type: ignore[arg-type]
-        _validate_args(tool, args)
+        try:
+            _validate_args(tool, args)
+        except FwError as exc:  # name the caller's own listing, which a bare `fw tool list` is not
+            exc.hint = exc.hint.replace("`fw tool list`", f"`{tool_list_command(caller)}`")
+            raise
         result = tool.handler(home, caller, args)
     except FwError as exc:
         outcome = "refused" if exc.code in REFUSALS else "error"

@@ -9,36 +9,45 @@ one-off `fw tool call` starts the one server it needs and stops it after the cal
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from ..domain.projection import Snapshot, project
-from ..domain.resources import resource_read
+from ..domain.runs import freeze, frozen_part
 from ..errors import FwError
 from ..home import secrets
 from ..home.kinds import KINDS
 from ..home.records import find_one, parse_text, validate_stored
 from ..home.store import Home
-from ..runtime.mcp_client import McpConnections, ServerSpec
+from ..runtime.mcp_client import McpConnections, ServerSpec, capped, check_hint
 
 START_TIMEOUT = 10.0  # seconds a server gets to start and list its tools (CONTRACT section 6)
 
 
-def server_spec(home: Home, name: str, cwd: str | None) -> Any:
-    """How to reach one MCP server: its definition with its secret env and headers."""
+def server_spec(home: Home, name: str, cwd: str | None, frozen: dict[str, Any]) -> Any:
+    """How to reach one MCP server: its definition as the run froze it (`frozen`, a part of
+    the run's snapshot), with its env and headers, which are secret and read now."""
 
-    spec = KINDS["mcp"]
-    _, rel = find_one(home, spec, name)
-    data, _ = parse_text(spec, home.read_text(rel) or "", rel)
-    plain = validate_stored(spec, name, data, rel)
+    if "error" in frozen:
+        raise FwError("invalid", frozen["error"], f"fix the mcp (`fw resource read mcp {name}`), then start a new run")
+    plain, env, headers = frozen["data"], {}, {}
+    try:
+        spec = KINDS["mcp"]
+        _, rel = find_one(home, spec, name)
+        data, _ = parse_text(spec, home.read_text(rel) or "", rel)
+        now = validate_stored(spec, name, data, rel)
+        env, headers = dict(now.get("env") or {}), dict(now.get("headers") or {})
+    except FwError:
+        pass  # removed or damaged since the run started: it still has what it was started with
     stored = secrets.load(home, "mcp", name)
     return ServerSpec(
         name=name,
         transport=plain["transport"],
         command=plain.get("command"),
         args=list(plain.get("args") or []),
-        env={**(plain.get("env") or {}), **(stored.get("env") or {})},
+        env={**env, **(stored.get("env") or {})},
         url=plain.get("url"),
-        headers={**(plain.get("headers") or {}), **(stored.get("headers") or {})},
+        headers={**headers, **(stored.get("headers") or {})},
         cwd=cwd if cwd and _is_dir(cwd) else None,
     )
 
@@ -49,29 +58,31 @@ def _is_dir(path: str) -> bool:
     return os.path.isdir(path)
 
 
-def skill_description(home: Home, name: str) -> str | None:
-    """A skill's description, or None when the skill cannot be read (missing or corrupt)."""
-
-    try:
-        return resource_read(home, "skill", name)["data"].get("description", "")
-    except FwError:
-        return None
+def skill_description(frozen: dict[str, Any]) -> str | None:
+    """A frozen skill's description, or None when the skill could not be read (missing or corrupt)."""
+    return None if "error" in frozen else frozen["data"].get("description", "")
 
 
-def skill_text(home: Home, name: str) -> dict[str, Any]:
-    """A skill tool's answer: the skill's text."""
+def skill_text(home: Home, run: dict[str, Any], name: str) -> dict[str, Any]:
+    """A skill tool's answer: the skill's text, as the run froze it."""
 
-    doc = resource_read(home, "skill", name)
-    return {"skill": name, "text": doc.get("body") or ""}
+    part = frozen_part(home, run, "skills", name)
+    if "error" in part:
+        raise FwError("unavailable", f"skill {name!r} cannot be read: {part['error']}", "fix the skill, then start a new run",
+                      reason="skill")
+    return {"skill": name, "text": part.get("body") or ""}
 
 
 class RunSources:
-    """The MCP connections one caller of a run holds, opened as they are needed."""
+    """The MCP connections one caller of a run holds, opened as they are needed. Several
+    threads may call through it at once (`fw mcp serve` answers calls concurrently)."""
 
-    def __init__(self, home: Home, directory: str | None, connections: Any = None) -> None:
+    def __init__(self, home: Home, run: dict[str, Any] | None, connections: Any = None) -> None:
         self.home = home
-        self.directory = directory
+        self.run = run
+        self.directory = run.get("directory") if run else None
         self._open: list[Any] = [connections] if connections is not None else []
+        self._lock = threading.Lock()
 
     def __enter__(self) -> RunSources:
         return self
@@ -80,37 +91,49 @@ class RunSources:
         self.close()
 
     def close(self) -> None:
-        while self._open:
-            self._open.pop().__exit__(None, None, None)
+        with self._lock:
+            while self._open:
+                self._open.pop().__exit__(None, None, None)
 
     def call_mcp(self, server: str, tool: str, args: dict[str, Any]) -> dict[str, Any]:
-        return self._connection(server).call(server, tool, args)
+        """Call one MCP tool: its result cut for the model (`truncated`); a result the server
+        marks `isError` is `unavailable` (reason `mcp_tool`) with the server's text."""
+        doc = capped(self._connection(server).call(server, tool, args))
+        if doc["is_error"]:
+            text = " ".join(doc["content"]).strip() or "no message"
+            raise FwError("unavailable", f"MCP tool {tool!r} of server {server!r} failed: {text}",
+                          "the tool reported an error; check its arguments, or the server", reason="mcp_tool",
+                          **({"truncated": True} if doc["truncated"] else {}))
+        return doc
 
     def _connection(self, server: str) -> Any:
-        for connections in self._open:
-            if server in connections.tools:
-                return connections
-
-        try:
-            spec = server_spec(self.home, server, self.directory)
-        except FwError as exc:
-            raise FwError("unavailable", f"MCP server {server!r} cannot be started: {exc.message}", exc.hint, reason="mcp_server") from None
-        connections = McpConnections([spec], start_timeout=START_TIMEOUT).__enter__()
-        self._open.append(connections)
+        with self._lock:  # one start of a server, however many calls need it at once
+            for connections in self._open:
+                if server in connections.tools:
+                    return connections
+            try:
+                frozen = frozen_part(self.home, self.run or {}, "mcps", server)
+                spec = server_spec(self.home, server, self.directory, frozen)
+            except FwError as exc:
+                raise FwError("unavailable", f"MCP server {server!r} cannot be started: {exc.message}", exc.hint,
+                              reason="mcp_server") from None
+            connections = McpConnections([spec], start_timeout=START_TIMEOUT).__enter__()
+            self._open.append(connections)
         if server in connections.unavailable:
             raise FwError("unavailable", f"MCP server {server!r} is not available: {connections.unavailable[server]}",
-                          "check it with `fw resource test mcp " + server + "`", reason="mcp_server")
+                          check_hint(server), reason="mcp_server")
         return connections
 
 
-def list_mcp_tools(home: Home, servers: list[str], directory: str | None) -> Any:
-    """Start (or connect to) every server at once and list their tools; the open connections
-    (`.tools`, `.unavailable`), to be closed by the caller."""
+def list_mcp_tools(home: Home, frozen: dict[str, dict[str, Any]], directory: str | None) -> Any:
+    """Start (or connect to) every server of a run about to start (`frozen`: its snapshot's
+    MCP servers) at once and list their tools; the open connections (`.tools`,
+    `.unavailable`), to be closed by the caller."""
 
     specs, broken = [], {}
-    for name in servers:
+    for name, part in frozen.items():
         try:
-            specs.append(server_spec(home, name, directory))
+            specs.append(server_spec(home, name, directory, part))
         except FwError as exc:
             broken[name] = exc.message
     connections = McpConnections(specs, start_timeout=START_TIMEOUT).__enter__()
@@ -124,13 +147,15 @@ def tools_offered_now(home: Home, mcps: list[str], skills: list[str], directory:
     projection's reason (`source_unavailable`, `ambiguous_name`, ...). The servers are
     started to list their tools and stopped again before this returns."""
 
-    snapshot = Snapshot({"mcps": list(mcps), "skills": list(skills)}, True, None, {})
+    definition = {"mcps": list(mcps), "skills": list(skills)}
+    snapshot = Snapshot(definition, True, None, {})
+    now = freeze(home, definition, None, None)  # the definitions as they are now, as a run would take them
     if mcps:
-        connections = list_mcp_tools(home, list(mcps), directory)
+        connections = list_mcp_tools(home, now["mcps"], directory)
         try:
             snapshot.mcp_tools, snapshot.mcp_unavailable = dict(connections.tools), dict(connections.unavailable)
         finally:
             connections.__exit__(None, None, None)
-    snapshot.skills = {name: skill_description(home, name) for name in skills}
+    snapshot.skills = {name: skill_description(part) for name, part in now["skills"].items()}
     projection = project(snapshot)
     return {"tools": [{"name": name, **projection.sources[name]} for name in projection.tools], "unavailable": projection.unavailable}
