@@ -175,7 +175,9 @@ def _raise_for_error_object(payload: dict[str, Any]) -> None:
     error = payload.get("error")
     if error:
         detail = error.get("message") if isinstance(error, dict) else error
-        raise UnreadableAnswer(f"an error: {str(detail)[:SNIPPET_CHARS]}")
+        # redact, then cut: a key that straddles the cut would survive a cut-then-redact
+        text = " ".join(secrets.redact(str(detail)).split())
+        raise UnreadableAnswer(f"an error: {text if len(text) <= SNIPPET_CHARS else text[:SNIPPET_CHARS] + '...'}")
 
 
 def _text(content: Any) -> str | None:
