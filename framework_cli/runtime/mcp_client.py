@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import __version__
-from ..errors import FwError
+from ..errors import FwError, refuse_lone_surrogates, without_lone_surrogates
 from ..home import secrets
 from ..home.secrets import redact
 from .documents import redact_document
@@ -293,7 +293,7 @@ async def _list_tools(client: Any) -> list[dict[str, Any]]:
 def _tool_description(tool: Any) -> dict[str, Any]:
     return {
         "name": tool.name,
-        "description": redact(tool.description or ""),
+        "description": without_lone_surrogates(redact(tool.description or "")),
         "input_schema": redact_document(tool.input_schema),
     }
 
@@ -302,11 +302,13 @@ def tool_result_document(result: Any) -> dict[str, Any]:
     """An MCP tool result as fw's document: its text parts, whether it is an error, and its
     structured content, each redacted."""
     structured = result.structured_content
-    return {
+    doc = {
         "content": [redact(_part_text(part)) for part in result.content],
         "is_error": bool(result.is_error),
         "structured": redact_document(structured) if structured is not None else None,
     }
+    refuse_lone_surrogates(doc, "", "the MCP server's result")
+    return doc
 
 
 def _part_text(part: Any) -> str:
