@@ -62,7 +62,8 @@ def _forms(value: str) -> set[str]:
 def _known_pattern() -> re.Pattern[str] | None:
     global _pattern
     if _pattern is None and _known:
-        forms = sorted({form for value in _known for form in _forms(value)}, key=len, reverse=True)
+        values = tuple(_known)  # a copy: a dispatcher's other threads may remember more meanwhile
+        forms = sorted({form for value in values for form in _forms(value)}, key=len, reverse=True)
         _pattern = re.compile("|".join(map(re.escape, forms)))
     return _pattern
 
@@ -127,14 +128,11 @@ def refuse(home: Home, fields: dict[str, Any], hint: str = "leave the key out") 
     included), is `invalid`, naming the field and never the value; so is text that holds a
     lone surrogate, which nothing could store."""
     remember_home(home)
-    for name, value in fields.items():
-        if value is None:
-            continue
-        for field, text in _strings(value, name):
-            if known_in(text):
-                raise FwError("invalid", f"{field} holds a secret value; secret values are stored only under secrets/",
-                              hint, field=field)
-        refuse_lone_surrogates(value, name)
+    for field, text in _strings(fields, ""):
+        if known_in(text):
+            raise FwError("invalid", f"{field} holds a secret value; secret values are stored only under secrets/",
+                          hint, field=field)
+    refuse_lone_surrogates(fields, "")
 
 
 def _strings(data: Any, path: str) -> Any:
