@@ -11,7 +11,7 @@ from typing import Annotated, Any, Optional
 import typer
 from typer.core import TyperGroup
 
-from ..errors import FwError
+from ..errors import FwError, lone_surrogate_at
 from .output import emit_error, json_wanted, set_home_option, set_root_json
 
 
@@ -46,6 +46,7 @@ class FwGroup(TyperGroup):
             completion_init()  # typer's completion classes answer the shell
         code = 0
         try:
+            _refuse_non_text(args)
             rv = super().main(args, prog_name or "fw", complete_var, standalone_mode=False, **extra)
             code = rv if isinstance(rv, int) and not isinstance(rv, bool) else 0
         except FwError as exc:
@@ -80,6 +81,15 @@ class FwGroup(TyperGroup):
         if standalone_mode:
             sys.exit(code)
         return code
+
+
+def _refuse_non_text(args: list[str]) -> None:
+    """Bytes that are not UTF-8 reach Python's argv as lone surrogates: no text field could
+    store them, so they are refused before any command runs."""
+    for position, arg in enumerate(args, 1):
+        if lone_surrogate_at(arg, "") is not None:
+            raise FwError("invalid", f"argument {position} is not UTF-8 text (it holds bytes no text can)",
+                          "pass UTF-8 text; a file of other text can be converted with iconv", field=f"argv[{position}]")
 
 
 COMPLETE_VAR = "_FW_COMPLETE"

@@ -206,7 +206,7 @@ def table(console: Any, title: str | None, columns: list[str], rows: list[list[A
 
 def _plain_table(console: Any, title: str | None, columns: list[str], rows: list[list[Any]]) -> None:
     """Aligned columns, each cut at 48 characters: fast for thousands of rows."""
-    cells = [columns] + [["" if v is None else _text(v) for v in row] for row in rows]
+    cells = [columns] + [["" if v is None else _cell(v) for v in row] for row in rows]
     cells = [[c if len(c) <= 48 else c[:47] + "…" for c in row] for row in cells]
     widths = [max(len(row[i]) for row in cells) for i in range(len(columns))]
     lines = [f"{title} ({len(rows)})"] if title else []
@@ -217,7 +217,7 @@ def _plain_table(console: Any, title: str | None, columns: list[str], rows: list
 def fitted_table(console: Any, columns: list[str], rows: list[list[str]], width: int = 80, shrinkable: tuple[int, ...] = ()) -> None:
     """Plain aligned columns within `width` characters: the widest shrinkable column is
     cut (with "…") until the table fits."""
-    cells = [columns] + rows
+    cells = [columns] + [[redact(c) for c in row] for row in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(columns))]
     while sum(widths) + 2 * (len(widths) - 1) > width and shrinkable:
         widest = max(shrinkable, key=lambda i: widths[i])
@@ -240,7 +240,8 @@ def _text(value: Any) -> str:
 
 
 def _cell(value: Any) -> str:
-    return _text(value)
+    # redacted here, before a cell is cut or folded over lines: a cut key is still a key
+    return redact(_text(value))
 
 
 MAX_DEPTH = 64  # nesting levels of a JSON argument; no definition or tool call needs more

@@ -6,6 +6,7 @@ from typing import Annotated, Any
 
 import typer
 
+from ..home.secrets import redact
 from .common import home_of
 from .output import JsonOpt, emit, table
 
@@ -29,7 +30,8 @@ def list_(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     from ..runtime.tasks import task_list  # lazy: start-up speed
 
     doc = task_list(home_of(ctx))
-    rows = [[t.get(k) if k != "instructions" else t[k][:60] for k in COLUMNS] for t in doc["tasks"]]
+    # redact, then cut: a key cut in two would pass redaction
+    rows = [[t.get(k) if k != "instructions" else redact(t[k])[:60] for k in COLUMNS] for t in doc["tasks"]]
     emit(doc, as_json, lambda c: table(c, "tasks", COLUMNS, rows, "No tasks yet."))
 
 

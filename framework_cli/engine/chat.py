@@ -175,7 +175,9 @@ def _raise_for_error_object(payload: dict[str, Any]) -> None:
     error = payload.get("error")
     if error:
         detail = error.get("message") if isinstance(error, dict) else error
-        raise UnreadableAnswer(f"an error: {str(detail)[:SNIPPET_CHARS]}")
+        # redact, then cut: a key that straddles the cut would survive a cut-then-redact
+        text = " ".join(secrets.redact(str(detail)).split())
+        raise UnreadableAnswer(f"an error: {text if len(text) <= SNIPPET_CHARS else text[:SNIPPET_CHARS] + '...'}")
 
 
 def _text(content: Any) -> str | None:
@@ -245,7 +247,14 @@ def reply_from_stream(text: str) -> Reply:
             pieces.extend(wire_pieces)
     if not chunks:
         raise UnreadableAnswer("the stream held no choices")
-    return Reply("".join(content) if content else None, merge_tool_call_pieces(pieces))
+    return Reply(joined(content) if content else None, merge_tool_call_pieces(pieces))
+
+
+def joined(pieces: list[str]) -> str:
+    """Streamed pieces as one text. Each chunk is JSON decoded alone, so an emoji whose
+    surrogate pair was split over two chunks arrives as two lone halves: joined as UTF-16,
+    the halves make the character again (a half without its pair stays as it is)."""
+    return "".join(pieces).encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
 
 
 def _chunk(data: str) -> dict[str, Any]:
@@ -296,7 +305,7 @@ def merge_tool_call_pieces(pieces: list[Any]) -> list[ToolCall]:
         slot = merged[index]
         if not isinstance(slot["name"], str) or not slot["name"]:
             raise UnreadableAnswer("a streamed tool call has no function name")
-        calls.append(ToolCall(_call_id(slot["id"], position), slot["name"], "".join(slot["arguments"])))
+        calls.append(ToolCall(_call_id(slot["id"], position), slot["name"], joined(slot["arguments"])))
     return calls
 
 

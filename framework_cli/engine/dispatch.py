@@ -172,7 +172,10 @@ class Dispatcher:
         where = {"session": item.get("session")} if item.get("session") else {}
         self.emit({"type": "started", "kind": kind, "id": item_id, "principal": item["principal"], **where})
         with StateStore(self.root / "state.db") as store:
-            outcome = self._run_turn(home, store, item) if kind == "turn" else self._run_task(home, item)
+            try:
+                outcome = self._run_turn(home, store, item) if kind == "turn" else self._run_task(home, item)
+            except Exception as exc:  # every path ends the work: a bug fails it, never leaves it running
+                outcome = Outcome(FAILED, f"internal: unexpected error: {type(exc).__name__}")
             status = self._finish(store, kind, item_id, outcome)  # unless cancelled meanwhile
         with self._guard:
             self.summary.count(kind, status, outcome.answered)

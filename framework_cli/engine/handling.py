@@ -14,10 +14,10 @@ from ..domain.catalogue import selects
 from ..domain.identities import get_binding
 from ..domain.resources import resource_read
 from ..errors import FwError
+from ..home import secrets
 from ..home.store import Home
 from ..platform.bots import adapter_of, local_platform
 from ..platform.events import describe_event, validate_event
-from ..runtime.sessions import refuse_secrets
 from ..tools.service import open_run
 from .agent_run import agent_run
 
@@ -40,7 +40,7 @@ def handle_event(
 
     bot = load_bot(home, bot_name)
     event = validate_event(raw_event)
-    refuse_secrets(home, event=event)  # the event is kept in the platform and the run record
+    secrets.refuse(home, {"event": event})  # the event is kept in the platform and the run record
     if principal is not None and principal != bot["principal"]:
         raise FwError("invalid", f"bot {bot_name!r} hands its events to principal {bot['principal']!r}, not {principal!r}",
                       f"start it as --principal {bot['principal']}", field="principal")
@@ -53,7 +53,7 @@ def local_say(home: Home, bot_name: str, user: str, text: str, group: str | None
     """`fw bot local say`: the user's message lands on the local platform, and is handled as
     the event it makes: `{"event", "handled", ...}`."""
 
-    refuse_secrets(home, text=text, user=user, group=group)
+    secrets.refuse(home, {"text": text, "user": user, "group": group})
     event = local_platform(home, bot_name).say(user, text, group)
     return {"event": event, **handle_ingested(home, bot_name, load_bot(home, bot_name), event, run=run, on_event=on_event)}
 

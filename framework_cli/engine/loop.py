@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ..errors import FwError
+from ..errors import FwError, refuse_lone_surrogates, without_lone_surrogates
 from ..home.secrets import redact
 from ..runtime.documents import redact_document
 from .chat import Reply, ToolCall, wire_tool_call
@@ -67,6 +67,7 @@ def run_loop(
     while max_rounds is None or result.rounds < max_rounds:
         emit({"type": "round", "n": result.rounds + 1})
         reply = client.complete(result.messages, tools)
+        refuse_lone_surrogates(reply.content, "content", "the model's answer")
         result.rounds += 1
         result.answer = redact(reply.content or "")
         result.messages.append(assistant_message(reply))
@@ -87,14 +88,19 @@ def run_loop(
 def assistant_message(reply: Reply) -> dict[str, Any]:
     message: dict[str, Any] = {"role": "assistant", "content": reply.content}
     if reply.tool_calls:
-        message["tool_calls"] = [wire_tool_call(call) for call in reply.tool_calls]
+        # A call whose name or arguments hold a lone surrogate is refused (`invalid`); the
+        # model reads it back with U+FFFD in its place, since no request could carry it.
+        message["tool_calls"] = [
+            wire_tool_call(ToolCall(call.id, without_lone_surrogates(call.name), without_lone_surrogates(call.arguments)))
+            for call in reply.tool_calls
+        ]
     return message
 
 
 def answer_tool_call(call: ToolCall, call_tool: CallTool) -> tuple[dict[str, Any], str]:
     """Run one tool call through the caller's tool service: its record, and the text the model
     reads (the result document, or the error document when it was refused or failed)."""
-    name = redact(call.name)
+    name = without_lone_surrogates(redact(call.name))  # as shown and recorded; the service sees the name as sent
     try:
         arguments = parse_arguments(call)
         # The service decides about every name, an unknown one too (it answers denied).

@@ -182,31 +182,9 @@ def check_reference(home: Home, spec: KindSpec, name: object) -> str:
 def refuse_secret_values(home: Home, data: Any, body: str | None) -> None:
     """A stored secret value copied into a plain field (or a prompt's text) would be written
     outside secrets/: refuse, naming the field and never the value."""
-    secrets.remember_home(home)
-    for field, text in _strings(data, ""):
-        if secrets.known_in(text):
-            raise FwError(
-                "invalid",
-                f"{field} holds a secret value; secret values are stored only under secrets/",
-                "remove the key from that field; a provider's key goes in api_key (or --api-key-stdin)",
-                field=field,
-            )
-    if body and secrets.known_in(body):
-        raise FwError("invalid", "body holds a secret value; secret values are stored only under secrets/", "remove the key from the text", field="body")
-
-
-def _strings(data: Any, path: str) -> Any:
-    """(field path, text) of every string in plain data, keys included."""
-    if isinstance(data, dict):
-        for key, value in data.items():
-            sub = f"{path}.{key}" if path else str(key)
-            yield sub, str(key)
-            yield from _strings(value, sub)
-    elif isinstance(data, list):
-        for index, value in enumerate(data):
-            yield from _strings(value, f"{path}[{index}]")
-    elif isinstance(data, str):
-        yield path, data
+    fields = dict(data) if isinstance(data, dict) else {"data": data}
+    secrets.refuse(home, fields, "remove the key from that field; a provider's key goes in api_key (or --api-key-stdin)")
+    secrets.refuse(home, {"body": body or None}, "remove the key from the text")
 
 
 def load_for_edit(text: str, rel: str, *, has_body: bool = False) -> tuple[Any, str | None]:

@@ -5,35 +5,67 @@ is remembered, and `redact` removes each of them from any text before it leaves 
 stderr, errors, audit). Each invocation starts afresh (`forget_all`) and learns every secret
 of the home it opens (`remember_home`), so what is redacted never depends on what an earlier
 command of the same process happened to load.
+
+A secret is also found in the forms JSON gives it: `"` and `\\` escaped, `/` escaped as
+`\\/` (as PHP and some servers write it), non-ASCII as `\\uXXXX`. A value replaced or removed
+by a later write (a rotated key) is kept in `secrets/.retired.json` and stays known, so an
+old key is never shown in the clear either; deleting the resource forgets its values.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 from typing import Any
 
-from ..errors import FwError
+from ..errors import FwError, refuse_lone_surrogates
 from .store import SECRETS_DIR, Home
 
 REDACTED = "[redacted]"
 _MIN_LEN = 6  # shorter values would mangle ordinary words; no real key is that short
+MIN_KEY_LEN = 8  # a key given to fw: shorter cannot be told apart from ordinary text
+RETIRED = f"{SECRETS_DIR}/.retired.json"
+MAX_RETIRED = 100  # the most recent values replaced or removed, kept known
 _known: set[str] = set()
+_pattern: re.Pattern[str] | None = None  # every form of every known value, longest first
 _homes_read: dict[str, tuple[int, ...]] = {}  # home -> the stamp of its secret store when last read
 
 
 def remember(value: Any) -> None:
+    global _pattern
     if isinstance(value, str):
-        if len(value) >= _MIN_LEN:
+        if len(value) >= _MIN_LEN and value not in _known:
             _known.add(value)
+            _pattern = None
     elif isinstance(value, dict):
         for item in value.values():
             remember(item)
 
 
 def forget_all() -> None:
+    global _pattern
     _known.clear()
+    _pattern = None
     _homes_read.clear()
+
+
+def _forms(value: str) -> set[str]:
+    """The value, and each form JSON text may carry it in."""
+    forms = {value}
+    for ascii_only in (False, True):
+        escaped = json.dumps(value, ensure_ascii=ascii_only)[1:-1]
+        forms.update((escaped, escaped.replace("/", "\\/")))
+    return forms
+
+
+def _known_pattern() -> re.Pattern[str] | None:
+    global _pattern
+    if _pattern is None and _known:
+        values = tuple(_known)  # a copy: a dispatcher's other threads may remember more meanwhile
+        forms = sorted({form for value in values for form in _forms(value)}, key=len, reverse=True)
+        _pattern = re.compile("|".join(map(re.escape, forms)))
+    return _pattern
 
 
 def remember_home(home: Home) -> None:
@@ -49,6 +81,8 @@ def remember_home(home: Home) -> None:
             load(home, kind, name)
         except FwError:
             pass
+    for value in _retired(home):
+        remember(value)
 
 
 def _store_stamp(home: Home) -> tuple[int, ...]:
@@ -78,15 +112,41 @@ def stored(home: Home) -> list[tuple[str, str]]:
 
 
 def known_in(text: str) -> bool:
-    """Whether `text` holds any remembered secret value."""
-    return any(value in text for value in _known)
+    """Whether `text` holds any remembered secret value, in any of its forms."""
+    pattern = _known_pattern()
+    return pattern is not None and pattern.search(text) is not None
 
 
 def redact(text: str) -> str:
-    for value in sorted(_known, key=len, reverse=True):
-        if value in text:
-            text = text.replace(value, REDACTED)
-    return text
+    pattern = _known_pattern()
+    return text if pattern is None else pattern.sub(REDACTED, text)
+
+
+def refuse(home: Home, fields: dict[str, Any], hint: str = "leave the key out") -> None:
+    """The one check of a value about to be kept outside secrets/ (a file of the home,
+    state.db, a platform, a run record): a stored secret value, in any string of it (keys
+    included), is `invalid`, naming the field and never the value; so is text that holds a
+    lone surrogate, which nothing could store."""
+    remember_home(home)
+    for field, text in _strings(fields, ""):
+        if known_in(text):
+            raise FwError("invalid", f"{field} holds a secret value; secret values are stored only under secrets/",
+                          hint, field=field)
+    refuse_lone_surrogates(fields, "")
+
+
+def _strings(data: Any, path: str) -> Any:
+    """(field path, text) of every string in plain data, keys included."""
+    if isinstance(data, dict):
+        for key, value in data.items():
+            sub = f"{path}.{key}" if path else str(key)
+            yield sub, str(key)
+            yield from _strings(value, sub)
+    elif isinstance(data, (list, tuple)):
+        for index, value in enumerate(data):
+            yield from _strings(value, f"{path}[{index}]")
+    elif isinstance(data, str):
+        yield path, data
 
 
 def _rel(kind: str, name: str) -> str:
@@ -129,19 +189,61 @@ def has(home: Home, kind: str, name: str) -> bool:
 
 
 def save(home: Home, kind: str, name: str, values: dict[str, Any]) -> None:
-    """Store `values` (an empty mapping removes the file). Caller holds the home's lock."""
+    """Store `values` (an empty mapping removes the file). Caller holds the home's lock.
+    A new value shorter than MIN_KEY_LEN is `invalid` and nothing is written; a value
+    replaced or dropped is retired (kept known)."""
     remember(values)
     values = {k: v for k, v in values.items() if v not in (None, {}, "")}
+    try:
+        old = load(home, kind, name)
+    except FwError:
+        old = {}  # a damaged file is replaced by the values given
+    previous = dict(_leaves(old, ""))
+    for field, value in _leaves(values, ""):
+        if previous.get(field) != value and len(value) < MIN_KEY_LEN:
+            raise FwError("invalid", f"{field} is shorter than {MIN_KEY_LEN} characters: too short to be told apart from ordinary text",
+                          "give the whole key or token", field=field)
+    if values and old == values:
+        return
+    _retire(home, [v for f, v in previous.items() if v not in dict(_leaves(values, "")).values()])
     if not values:
         home.remove(_rel(kind, name))
         return
-    try:
-        if load(home, kind, name) == values:
-            return
-    except FwError:
-        pass  # a damaged file is replaced by the values given
     home.write_text(_rel(kind, name), json.dumps(values, indent=2, sort_keys=True) + "\n", secret=True)
 
 
 def remove(home: Home, kind: str, name: str) -> None:
+    """Remove a resource's secret file: deleting a resource forgets its secrets (a value
+    replaced by `save` is retired instead). Caller holds the lock."""
     home.remove(_rel(kind, name))
+
+
+def _leaves(values: dict[str, Any], path: str) -> list[tuple[str, str]]:
+    """(field, value) of every secret string: `api_key`, `env.TOKEN`, `headers.Authorization`."""
+    out = []
+    for key, value in values.items():
+        field = f"{path}.{key}" if path else str(key)
+        if isinstance(value, dict):
+            out.extend(_leaves(value, field))
+        elif isinstance(value, str):
+            out.append((field, value))
+    return out
+
+
+def _retired(home: Home) -> list[str]:
+    raw = home.read_text(RETIRED)
+    try:
+        values = json.loads(raw) if raw else []
+    except ValueError:
+        return []  # damaged: what it held is no longer known, nothing else breaks
+    return [v for v in values if isinstance(v, str)] if isinstance(values, list) else []
+
+
+def _retire(home: Home, values: list[str]) -> None:
+    """Keep values taken out of the store known (the most recent MAX_RETIRED): a rotated key
+    may still work somewhere, and may still be echoed back."""
+    fresh = [v for v in values if len(v) >= _MIN_LEN]
+    if not fresh:
+        return
+    kept = [v for v in _retired(home) if v not in fresh] + fresh
+    home.write_text(RETIRED, json.dumps(kept[-MAX_RETIRED:], indent=2) + "\n", secret=True)

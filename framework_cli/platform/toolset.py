@@ -15,6 +15,7 @@ from ..domain.bots import find_bot, load_bot
 from ..domain.catalogue import CATALOGUE, PlatformTool
 from ..domain.tool_types import Tool
 from ..errors import FwError
+from ..home import secrets
 from ..home.store import Home
 from .adapters import supported_apis
 from .bots import adapter_of, capabilities
@@ -46,7 +47,9 @@ def granted_tool(run: dict[str, Any], name: str, source: dict[str, Any]) -> Tool
 
 
 def call_platform_tool(home: Home, run: dict[str, Any], tool: PlatformTool, args: dict[str, Any]) -> dict[str, Any]:
-
+    """The one door of every platform action, whatever the adapter: a stored secret value in
+    any parameter is `invalid` here, so it reaches no platform and no platform's log."""
+    secrets.refuse(home, args, "leave the key out: a platform keeps what it is sent")
     name = run.get("bot")
     bot = find_bot(home, name) if isinstance(name, str) else None
     if bot is None:

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import __version__
-from ..errors import FwError
+from ..errors import FwError, refuse_lone_surrogates, without_lone_surrogates
 from ..home import secrets
 from ..home.secrets import redact
 from .documents import redact_document
@@ -599,8 +599,8 @@ def tool_entry(raw: Any) -> dict[str, Any]:
     name, description, title = raw.get("name"), raw.get("description"), raw.get("title") or annotations.get("title")
     return {
         "name": name if isinstance(name, str) else "",
-        "title": redact(title) if isinstance(title, str) else None,
-        "description": redact(description) if isinstance(description, str) else "",
+        "title": without_lone_surrogates(redact(title)) if isinstance(title, str) else None,
+        "description": without_lone_surrogates(redact(description)) if isinstance(description, str) else "",
         "input_schema": redact_document(raw.get("inputSchema")),
         "annotations": {k: v for k, v in annotations.items() if k in ("readOnlyHint", "destructiveHint") and isinstance(v, bool)},
     }
@@ -611,11 +611,13 @@ def tool_result_document(result: dict[str, Any]) -> dict[str, Any]:
     structured content, each redacted."""
     parts = result.get("content")
     structured = result.get("structuredContent")
-    return {
+    doc = {
         "content": [redact(_part_text(part)) for part in parts] if isinstance(parts, list) else [],
         "is_error": result.get("isError") is True,
         "structured": redact_document(structured) if structured is not None else None,
     }
+    refuse_lone_surrogates(doc, "", "the MCP server's result")
+    return doc
 
 
 RESULT_CAP = 64 * 1024  # bytes of a tool result a model reads (CONTRACT section 6)

@@ -33,18 +33,6 @@ def store_for(home: Home) -> StateStore:
     return StateStore.open(home)
 
 
-def refuse_secrets(home: Home, **fields: Any) -> None:
-    """Runtime state lives outside secrets/: a text that holds a stored secret value is
-    refused, naming the field and never the value (as a resource write is)."""
-
-    secrets.remember_home(home)
-    for field, value in fields.items():
-        text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-        if value is not None and secrets.known_in(text):
-            raise FwError("invalid", f"{field} holds a secret value; secret values are stored only under secrets/",
-                          "leave the key out", field=field)
-
-
 # -- sessions ---------------------------------------------------------------------------------
 def _session(store: StateStore, name: str) -> dict[str, Any]:
     check_name(name, "session name")
@@ -83,7 +71,7 @@ def _require_principal(home: Home, name: str) -> dict[str, Any]:
 
 def session_create(home: Home, name: str, members: list[str], title: str | None = None, created_by: str = "operator") -> dict[str, Any]:
     check_name(name, "session name")
-    refuse_secrets(home, title=title)
+    secrets.refuse(home, {"name": name, "title": title})
     wanted = list(dict.fromkeys(members))
     for member in wanted:
         _require_principal(home, member)
@@ -183,7 +171,7 @@ def message_post(home: Home, session: str, author: str, text: str, *, hop: int =
     """Post a message as a member and create its turns, in one transaction."""
     if not isinstance(text, str) or not text.strip():
         raise FwError("invalid", "a message needs some text", "e.g. fw message post SESSION --as alice 'hello @ops'")
-    refuse_secrets(home, text=text)
+    secrets.refuse(home, {"text": text})
     with store_for(home) as store, store.transaction():
         audience = _turn_audience(home)  # read inside the transaction: an enable cannot slip between
         _open_session(store, session)
@@ -299,7 +287,7 @@ def _check_key(key: Any) -> str:
 
 def memory_write(home: Home, principal: str, key: str, value: Any) -> dict[str, Any]:
     _check_key(key)
-    refuse_secrets(home, key=key, value=value)
+    secrets.refuse(home, {"key": key, "value": value})
     text = json.dumps(value, ensure_ascii=False)
     if len(text) > MAX_MEMORY_VALUE:
         raise FwError("invalid", f"a memory value is at most {MAX_MEMORY_VALUE} bytes of JSON", "store less, or split it over keys")

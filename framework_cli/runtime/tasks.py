@@ -15,10 +15,11 @@ from typing import Any
 from ..domain.identities import get_binding, get_principal
 from ..domain.runs import run_end
 from ..errors import FwError
+from ..home import secrets
 from ..home.kinds import check_name
 from ..home.store import Home
 from ..state.store import now_iso
-from .sessions import BACKLOG, CANCELLED, DONE, FAILED, MAX_HOP, OPEN, PENDING, RUNNING, refuse_secrets, store_for
+from .sessions import BACKLOG, CANCELLED, DONE, FAILED, MAX_HOP, OPEN, PENDING, RUNNING, store_for
 
 ENDED = (DONE, FAILED, CANCELLED)
 MAX_WAIT_SECONDS = 600
@@ -68,7 +69,7 @@ def task_delegate(home: Home, principal: str, instructions: str, session: str | 
     if hop >= MAX_HOP:
         raise FwError("denied", f"a chain of {MAX_HOP} delegations ends here: this run may not delegate further",
                       "do the work, or report back to whoever delegated it")
-    refuse_secrets(home, instructions=instructions)
+    secrets.refuse(home, {"instructions": instructions})
     who = get_principal(home, principal)
     if who is None or who["kind"] != "agent":
         raise FwError("not_found", f"no agent principal named {principal!r}", "see them with `fw principal list`")
@@ -139,7 +140,7 @@ def task_report(home: Home, task_id: int, status: str, result: str, run_id: str 
     if status not in (DONE, FAILED):
         raise FwError("invalid", "status is done or failed", "report done with the result, or failed with why")
 
-    refuse_secrets(home, result=result)
+    secrets.refuse(home, {"result": result})
     with store_for(home) as store, store.transaction():
         row = _task(store, task_id)
         if run_id is None or row["run_id"] != run_id:

@@ -12,7 +12,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from ..domain.runs import RUN_ID_RE
-from ..errors import FwError
+from ..errors import FwError, without_lone_surrogates
 from ..home.secrets import redact
 from ..home.store import Home
 
@@ -22,7 +22,7 @@ AUDIT_FILE = "audit.jsonl"
 def shape(value: Any) -> Any:
     """Keys and value types only: {"kind": "string", "data": {"api_key": "string"}}."""
     if isinstance(value, dict):
-        return {redact(str(k)): shape(v) for k, v in value.items()}
+        return {without_lone_surrogates(redact(str(k))): shape(v) for k, v in value.items()}
     if isinstance(value, list):
         return f"array[{len(value)}]"
     if isinstance(value, bool):
@@ -59,7 +59,7 @@ def record(
         "time": datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
         "caller": caller,
         "run_id": _run_id(run_id),
-        "tool": redact(tool)[:200],
+        "tool": without_lone_surrogates(redact(tool))[:200],
         "params": shape(params),
         "outcome": outcome,
         "error": error_code,

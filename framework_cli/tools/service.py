@@ -14,7 +14,7 @@ from typing import Any
 from ..domain.projection import Snapshot, cap_tools, project, runner_refusal
 from ..domain.runs import active_run, load_run, require_active, run_start
 from ..domain.tool_types import Caller, Tool
-from ..errors import FwError
+from ..errors import FwError, refuse_lone_surrogates
 from ..home.kinds import BUILTIN_GROUPS
 from ..home.store import Home
 from ..platform.toolset import add_event_tools, granted_tool
@@ -151,6 +151,7 @@ def _validate_args(tool: Tool, args: Any) -> None:
 
     if not isinstance(args, dict):
         raise FwError("invalid", f"{tool.name}: the arguments must be a JSON object", "see the tool's input_schema in `fw tool list`", field="(arguments)")
+    refuse_lone_surrogates(args, "", tool.name)
     try:
         cls = jsonschema.validators.validator_for(tool.input_schema, default=jsonschema.Draft202012Validator)
         cls.check_schema(tool.input_schema)
