@@ -58,9 +58,12 @@ def _task(store: Any, task_id: Any) -> dict[str, Any]:
 
 
 def task_delegate(home: Home, principal: str, instructions: str, session: str | None = None,
-                  created_by: str = "manager", created_run: str | None = None, hop: int = 0) -> dict[str, Any]:
+                  created_by: str = "manager", created_run: str | None = None, hop: int = 0,
+                  member: str | None = None) -> dict[str, Any]:
     """A task for `principal`; `hop` counts the runs that delegated on the way here (a run
-    started for a task delegates at its task's hop plus one), and ends chains at MAX_HOP."""
+    started for a task delegates at its task's hop plus one), and ends chains at MAX_HOP.
+    `member` (a run's identity) must belong to `session`: otherwise, whether the session
+    exists or not, the task is `denied` alike."""
 
     check_name(principal, "principal name")
     if not isinstance(instructions, str) or not instructions.strip() or len(instructions) > MAX_INSTRUCTIONS:
@@ -78,6 +81,9 @@ def task_delegate(home: Home, principal: str, instructions: str, session: str | 
             raise FwError("not_found", f"principal {principal!r} has no binding, so nothing would run the task",
                           f"bind it: `fw binding set {principal} --agent AGENT`")
         if session is not None:
+            if member is not None and store.one("SELECT 1 AS x FROM members WHERE session = ? AND principal = ?", (session, member)) is None:
+                raise FwError("denied", f"{member!r} is not a member of session {session!r}",
+                              "delegate in a session you belong to, or without one")
             row = store.one("SELECT status FROM sessions WHERE name = ?", (session,))
             if row is None:
                 raise FwError("not_found", f"no session named {session!r}", "see them with `fw session list`")
