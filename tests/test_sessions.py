@@ -206,7 +206,7 @@ def test_six_processes_posting_at_once_lose_nothing_and_keep_their_order(home):
 
 
 def test_two_agents_answering_each_other_stop_at_the_hop_limit(home):
-    with ChatServer([{"content": "over to you"}], repeat_last=True) as server:
+    with ChatServer([{"content": "@ping @pong over to you"}], repeat_last=True) as server:  # each mentions the other
         setup(server.base_url, "ping", "pong", policy="all")
         fwj("session", "create", "s1", "--member", "alice", "--member", "ping", "--member", "pong")
         post("s1", "alice", "@ping start")  # under policy all, both get a turn

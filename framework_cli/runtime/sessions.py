@@ -2,8 +2,11 @@
 
 A session has principals as members. A message creates, in its own transaction, a turn for
 each member of kind agent that has a binding, other than its author: under policy
-`mentioned` only when the message mentions it, under `all` always; `pending` when the
-binding is enabled, `backlog` when it is disabled. `fw dispatch` runs pending turns.
+`mentioned` only when the message mentions it, under `all` for every message of a person
+(a user or the manager); a message an agent wrote starts turns only for the members it
+mentions, whatever their policy, so agents under `all` never answer each other's answers
+in a storm. `pending` when the binding is enabled, `backlog` when it is disabled.
+`fw dispatch` runs pending turns.
 
 These are the one implementation of each job: the operator commands and the managed-runtime
 tools call them alike; what differs (who the author is, membership checks) is a parameter.
@@ -185,7 +188,7 @@ def message_post(home: Home, session: str, author: str, text: str, *, hop: int =
         raise FwError("invalid", "a message needs some text", "e.g. fw message post SESSION --as alice 'hello @ops'")
     refuse_secrets(home, text=text)
     with store_for(home) as store, store.transaction():
-        audience = _turn_audience(home)  # read inside the transaction: an enable cannot slip between
+        audience, agents = _turn_audience(home)  # read inside the transaction: an enable cannot slip between
         _open_session(store, session)
         members = _members(store, session)
         _require_member(members, author, session)
@@ -194,7 +197,7 @@ def message_post(home: Home, session: str, author: str, text: str, *, hop: int =
             "session": session, "author": author, "text": text, "mentions": json.dumps(mentions),
             "hop": hop, "run_id": run_id, "created_at": now_iso(),
         })
-        turns = _create_turns(store, session, message_id, author, members, mentions, hop, audience)
+        turns = _create_turns(store, session, message_id, author, members, mentions, hop, audience, author in agents)
         message = _present_message(store.one("SELECT * FROM messages WHERE id = ?", (message_id,)))  # type: ignore[arg-type]
     return {"message": message, "turns": turns}
 
@@ -205,15 +208,16 @@ def _require_member(members: list[str], principal: str, session: str) -> None:
                       f"add it first: `fw session add-member {session} {principal}`")
 
 
-def _turn_audience(home: Home) -> dict[str, dict[str, Any]]:
-    """principal -> its binding, for every principal of kind agent that has a readable binding."""
+def _turn_audience(home: Home) -> tuple[dict[str, dict[str, Any]], set[str]]:
+    """principal -> its binding, for every principal of kind agent that has a readable
+    binding; and the names of every principal of kind agent."""
 
     agents = {p["name"] for p in principal_list(home)["principals"] if p.get("kind") == "agent"}
-    return {b["principal"]: b for b in binding_list(home)["bindings"] if "error" not in b and b["principal"] in agents}
+    return {b["principal"]: b for b in binding_list(home)["bindings"] if "error" not in b and b["principal"] in agents}, agents
 
 
 def _create_turns(store: StateStore, session: str, message_id: int, author: str, members: list[str],
-                  mentions: list[str], hop: int, audience: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+                  mentions: list[str], hop: int, audience: dict[str, dict[str, Any]], by_agent: bool) -> list[dict[str, Any]]:
     if hop >= MAX_HOP:
         return []
     turns = []
@@ -221,7 +225,7 @@ def _create_turns(store: StateStore, session: str, message_id: int, author: str,
         binding = audience.get(member)
         if member == author or binding is None:
             continue
-        if binding["policy"] == "mentioned" and member not in mentions:
+        if (by_agent or binding["policy"] == "mentioned") and member not in mentions:
             continue
         status = PENDING if binding["enabled"] else BACKLOG
         turn_id = store.insert("turns", {"session": session, "message_id": message_id, "principal": member,
