@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 from typing import Any
 
 from ..domain.identities import agent_set_enabled, binding_list, get_principal, principal_list
@@ -24,6 +25,7 @@ from ..home import secrets
 from ..home.kinds import check_name
 from ..home.store import Home
 from ..state.store import StateStore, now_iso
+from . import work
 
 MAX_HOP = 8  # a message at this hop or more starts no turn: chains of agents answering agents end
 MENTION = re.compile(r"(?<![\w@.])@([a-z0-9][a-z0-9_-]{0,62})")
@@ -182,8 +184,12 @@ def _present_message(row: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def message_post(home: Home, session: str, author: str, text: str, *, hop: int = 0, run_id: str | None = None) -> dict[str, Any]:
-    """Post a message as a member and create its turns, in one transaction."""
+def message_post(home: Home, session: str, author: str, text: str, *, hop: int = 0, run_id: str | None = None,
+                 answers: Claim | None = None) -> dict[str, Any]:
+    """Post a message as a member and create its turns, in one transaction. With `answers`
+    (a dispatcher's claim on the turn the message answers) that turn becomes `done` in the
+    same transaction, and only if the claim still holds: a turn is answered once, and is
+    `done` exactly when its answer was posted."""
     if not isinstance(text, str) or not text.strip():
         raise FwError("invalid", "a message needs some text", "e.g. fw message post SESSION --as alice 'hello @ops'")
     refuse_secrets(home, text=text)
@@ -192,6 +198,8 @@ def message_post(home: Home, session: str, author: str, text: str, *, hop: int =
         _open_session(store, session)
         members = _members(store, session)
         _require_member(members, author, session)
+        if answers is not None:
+            _close_claimed_turn(store, answers)
         mentions = mentions_in(text, members)
         message_id = store.insert("messages", {
             "session": session, "author": author, "text": text, "mentions": json.dumps(mentions),
@@ -199,7 +207,29 @@ def message_post(home: Home, session: str, author: str, text: str, *, hop: int =
         })
         turns = _create_turns(store, session, message_id, author, members, mentions, hop, audience, author in agents)
         message = _present_message(store.one("SELECT * FROM messages WHERE id = ?", (message_id,)))  # type: ignore[arg-type]
+    if turns:
+        work.changed()
     return {"message": message, "turns": turns}
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A dispatcher's hold on a running turn or task: its id, the dispatcher, and which
+    claim of it this is (a turn taken back from a dead dispatcher is claimed anew)."""
+
+    id: int
+    owner: str
+    attempts: int
+
+    def where(self) -> tuple[str, tuple[Any, ...]]:
+        """The SQL condition (and its parameters) that the claim still holds."""
+        return "id = ? AND status = ? AND owner = ? AND attempts = ?", (self.id, RUNNING, self.owner, self.attempts)
+
+
+def _close_claimed_turn(store: StateStore, claim: Claim) -> None:
+    where, params = claim.where()
+    if not store.execute(f"UPDATE turns SET status = ?, error = NULL, ended_at = ? WHERE {where}", (DONE, now_iso(), *params)).rowcount:
+        raise FwError("conflict", f"turn {claim.id} is no longer held by this dispatcher", "its answer was not posted")
 
 
 def _require_member(members: list[str], principal: str, session: str) -> None:
@@ -291,6 +321,8 @@ def set_binding_enabled(home: Home, principal: str, enabled: bool, by_identity: 
 
     doc = agent_set_enabled(home, principal, enabled)
     doc["turns"] = binding_changed(home, principal, enabled, by_identity)
+    if doc["turns"]["released"]:
+        work.changed()  # after the commit: a dispatcher woken now sees the released work
     return doc
 
 
