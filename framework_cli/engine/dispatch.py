@@ -328,11 +328,12 @@ def _host() -> str:
     """This host, as precisely as it can be told apart: its name, its boot, its process
     namespace (two containers of one name and one kernel do not share process ids)."""
     parts = [socket.gethostname()]
-    for source in ("/proc/sys/kernel/random/boot_id", "/proc/self/ns/pid"):
-        try:
-            parts.append(os.readlink(source) if source.endswith("/pid") else open(source).read().strip())
-        except OSError:
-            pass
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as boot:
+            parts.append(boot.read().strip())
+        parts.append(os.readlink("/proc/self/ns/pid"))
+    except OSError:
+        pass  # not Linux: the name alone, and the heartbeat decides
     return "/".join(parts)
 
 

@@ -19,7 +19,19 @@ from ..home.kinds import check_name
 from ..home.store import Home
 from ..state.store import now_iso
 from . import work
-from .sessions import BACKLOG, CANCELLED, DONE, FAILED, MAX_HOP, OPEN, PENDING, RUNNING, Claim, refuse_secrets, store_for
+from .sessions import (
+    BACKLOG,
+    CANCELLED,
+    DONE,
+    FAILED,
+    MAX_HOP,
+    OPEN,
+    PENDING,
+    RUNNING,
+    Claim,
+    refuse_secrets,
+    store_for,
+)
 
 ENDED = (DONE, FAILED, CANCELLED)
 MAX_WAIT_SECONDS = 600
