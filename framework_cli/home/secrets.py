@@ -145,3 +145,15 @@ def save(home: Home, kind: str, name: str, values: dict[str, Any]) -> None:
 
 def remove(home: Home, kind: str, name: str) -> None:
     home.remove(_rel(kind, name))
+
+
+def unsafe_tail(text: str) -> int:
+    """How many characters at the end of `text` could be the start of a remembered secret:
+    text shown as it streams in holds them back until the next piece tells."""
+    longest = 0
+    for value in _known:
+        for size in range(min(len(value) - 1, len(text)), longest, -1):
+            if text.endswith(value[:size]):
+                longest = size
+                break
+    return longest
