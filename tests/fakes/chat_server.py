@@ -24,7 +24,8 @@ Each POST to /v1/chat/completions takes the next step of the script:
   {"gate": threading.Event()}   added to a streamed reply: the stream pauses after its first
                            content piece until the event is set
 When the script runs out, the last step repeats (repeat_last=True) or the answer is 500.
-`GET /v1/models` lists one model, "m-1".
+`GET /v1/models` lists one model, "m-1". Each request records the client's port as
+"client_port": requests over one kept-alive connection share it.
 """
 
 from __future__ import annotations
@@ -119,7 +120,8 @@ def _handler_for(chat: ChatServer) -> type[BaseHTTPRequestHandler]:
                 body = json.loads(raw)
             except ValueError:
                 body = None
-            request = {"path": self.path, "headers": {k.lower(): v for k, v in self.headers.items()}, "json": body}
+            request = {"path": self.path, "headers": {k.lower(): v for k, v in self.headers.items()}, "json": body,
+                       "client_port": self.client_address[1]}
             if self.path != "/v1/chat/completions":
                 self._send(404, "application/json", json.dumps({"error": {"message": f"no route {self.path}"}}))
                 return
