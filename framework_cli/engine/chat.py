@@ -114,15 +114,31 @@ def http_client(scheme: str) -> Any:
             import httpx
 
             verify: Any = True if scheme == "https" else ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-            client = _clients[scheme] = httpx.Client(verify=verify, follow_redirects=False)
+            client = _clients[scheme] = httpx.Client(verify=verify, follow_redirects=False, **_transport(verify))
         return client
 
 
+def _transport(verify: Any) -> dict[str, Any]:
+    """A transport that sends a request's headers and body without waiting: httpx writes them
+    apart, and on a kept-alive connection Nagle's algorithm would hold the body until the
+    server's delayed ACK, some 40 ms a request. Where the environment names a proxy, httpx's
+    own transport is kept, since it reads the proxy from there."""
+    import socket
+    import urllib.request
+
+    import httpx
+
+    if urllib.request.getproxies():
+        return {}
+    nodelay = [(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]
+    return {"transport": httpx.HTTPTransport(verify=verify, socket_options=nodelay)}
+
+
 class _Exchange:
-    """One POST, sent and read on a thread of its own; the caller takes its pieces (the status
-    and headers, then the body's bytes) against a deadline, so a server that trickles its
-    answer cannot hold the caller past it. A thread left behind stops at its next piece, or
-    at httpx's own timeout."""
+    """One POST, sent and read on a thread of its own; the caller takes its pieces (the status and
+    headers, then the body's bytes) against a deadline, so a server that trickles its answer
+    cannot hold the caller past it. A thread given up on stops at its next piece, or at
+    httpx's own timeout (the time that was left when the request was sent)."""
 
     def __init__(self, request: Any, deadline: float) -> None:
         self.deadline = deadline

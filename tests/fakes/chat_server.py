@@ -104,6 +104,9 @@ def _handler_for(chat: ChatServer) -> type[BaseHTTPRequestHandler]:
 
         def setup(self) -> None:
             super().setup()
+            # Headers and body are written apart: without this, Nagle's algorithm and the
+            # client's delayed ACK hold every answer on a kept-alive connection ~40 ms.
+            self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             with chat._lock:
                 chat.connections.append(self.connection)
 
@@ -223,6 +226,7 @@ def completion(step: dict[str, Any]) -> dict[str, Any]:
     return {
         "id": "chatcmpl-fake", "object": "chat.completion", "model": "m-1",
         "choices": [{"index": 0, "message": message, "finish_reason": _finish(step, calls)}],
+        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},  # as OpenAI sends (llm reads it)
     }
 
 
