@@ -87,6 +87,8 @@ class StreamedText:
     def _put(self, text: str) -> None:
         if not text:
             return
+        if any("\ud800" <= ch <= "\udfff" for ch in text):  # a lone surrogate cannot be printed: show "?"
+            text = text.encode("utf-8", "replace").decode("utf-8")
         try:
             sys.stdout.write(text)
             sys.stdout.flush()
