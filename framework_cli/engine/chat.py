@@ -103,9 +103,10 @@ _clients_lock = threading.Lock()
 
 
 def http_client(scheme: str) -> Any:
-    """The process's HTTP client for `scheme`, made on first use and kept: a client a request
-    would build a TLS context and load the CA bundle every time. Plain HTTP gets a client with
-    a bare TLS context it never uses, so it skips loading the CA bundle altogether."""
+    """The process's HTTP client for `scheme`, made on first use and kept (a new client for each
+    request would build a TLS context and load the CA bundle every time), so that a run's model
+    calls share kept-alive connections. Plain HTTP gets a client with a bare TLS context it
+    never uses, so it skips loading the CA bundle altogether."""
     with _clients_lock:
         client = _clients.get(scheme)
         if client is None:
@@ -135,9 +136,9 @@ def _transport(verify: Any) -> dict[str, Any]:
 
 
 class _Exchange:
-    """One POST, sent and read on a thread of its own; the caller takes its pieces (the status and
-    headers, then the body's bytes) against a deadline, so a server that trickles its answer
-    cannot hold the caller past it. A thread given up on stops at its next piece, or at
+    """One POST, sent and read on a thread of its own; the caller takes its pieces (the status
+    and headers, then the body's bytes) against a deadline, so a server that trickles its
+    answer cannot hold the caller past it. A thread given up on stops at its next piece, or at
     httpx's own timeout (the time that was left when the request was sent)."""
 
     def __init__(self, request: Any, deadline: float) -> None:
