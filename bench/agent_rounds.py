@@ -128,6 +128,9 @@ def report(measures: list[Measure], args: argparse.Namespace, llm: str | None) -
     print(f"{'fw: the first tool round adds:':34} {(one - base) * 1000:8.1f} ms (importing jsonschema included)")
     print(f"{'fw: each further round adds:':34} {(many - one) / max(args.rounds - 1, 1) * 1000:8.1f} ms (aim <= 10 ms)")
     print(f"{f'fw: {args.rounds} rounds / no round:':34} {many / base:8.2f}")
+    if args.no_llm:
+        print("llm: comparison skipped (--no-llm)")
+        return
     if not llm:
         print("llm: not installed, comparison skipped (pip install llm into /tmp/llm-venv, or pass --llm PATH)")
         return
