@@ -8,6 +8,7 @@ that fails, Ctrl-C).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from ..domain.identities import get_binding
@@ -35,10 +36,12 @@ def agent_run(
     on_event: OnEvent | None = None,
     context: dict[str, Any] | None = None,
     history: list[dict[str, Any]] | None = None,
+    stream: bool = False,
 ) -> dict[str, Any]:
-    """Run an agent on one message: `{"run_id", "status", "answer", "rounds", "tool_calls"}`.
-    `context` is recorded with the run (the session it is tied to, the event it handles);
-    `history` holds earlier messages of a conversation, put before `message`."""
+    """Run an agent on one message: `{"run_id", "status", "answer", "rounds", "finish_reason",
+    "tool_calls"}`. `context` is recorded with the run (the session it is tied to, the event it
+    handles); `history` holds earlier messages of a conversation, put before `message`;
+    `stream` asks the model to stream its answers (their text reaches `on_event` as it comes)."""
     if max_rounds is not None and (isinstance(max_rounds, bool) or not isinstance(max_rounds, int) or max_rounds < 1):
         raise FwError("invalid", "max_rounds must be a whole number, at least 1", "e.g. --max-rounds 5")
     check_timeout(timeout)
@@ -50,24 +53,43 @@ def agent_run(
     try:
         if on_event:
             on_event({"type": "started", "run": record})
-        client = chat_client(home, record, timeout)
-        caller = Caller("run", run_id, record)
-        result = run_loop(
-            client,
-            system=system_prompt(home, record),
-            history=history,
-            user=message,
-            tools=list_tools(home, caller)["tools"],
-            call_tool=lambda name, args: call_tool(home, caller, name, args, sources),
-            max_rounds=max_rounds if max_rounds is not None else record.get("max_rounds"),
-            on_event=on_event,
-        )
+        turn = Turn(message, history, max_rounds if max_rounds is not None else record.get("max_rounds"), timeout, stream)
+        return run_model_loop(home, record, sources, turn, on_event)
     except FwError as exc:
         exc.extra.setdefault("run_id", run_id)
         raise
     finally:
         sources.close()
         _end(home, run_id)
+
+
+@dataclass
+class Turn:
+    """What a runner is asked to do in a started run."""
+
+    message: str
+    history: list[dict[str, Any]] | None
+    max_rounds: int | None
+    timeout: float
+    stream: bool = False
+
+
+def run_model_loop(home: Home, record: dict[str, Any], sources: Any, turn: Turn, on_event: OnEvent | None) -> dict[str, Any]:
+    """The built-in local runner: fw's own model loop over the run's tools, every call through
+    the tool service as the run."""
+    run_id = record["run_id"]
+    client = chat_client(home, record, turn.timeout, stream=turn.stream)
+    caller = Caller("run", run_id, record)
+    result = run_loop(
+        client,
+        system=system_prompt(home, record),
+        history=turn.history,
+        user=turn.message,
+        tools=list_tools(home, caller)["tools"],
+        call_tool=lambda name, args: call_tool(home, caller, name, args, sources),
+        max_rounds=turn.max_rounds,
+        on_event=on_event,
+    )
     return result.to_dict(run_id)
 
 
@@ -86,7 +108,7 @@ def _require_binding_runs(home: Home, principal: str, agent: str) -> None:
                       f"run it as that agent: `fw agent run {binding['agent']} --principal {principal} ...`")
 
 
-def chat_client(home: Home, run: dict[str, Any], timeout: float) -> ChatClient:
+def chat_client(home: Home, run: dict[str, Any], timeout: float, *, stream: bool = False) -> ChatClient:
     """The model the run's agent names, as the run froze it, reached through its provider
     (as frozen) with the provider's key (read now: a key is never in a snapshot)."""
     name = run["definition"].get("model")
@@ -96,7 +118,7 @@ def chat_client(home: Home, run: dict[str, Any], timeout: float) -> ChatClient:
     model = frozen_data(home, run, "model")["data"]
     provider = frozen_data(home, run, "provider")["data"]
     key = provider_key(home, model["provider"], provider)
-    return ChatClient(provider["base_url"], key, model["model_id"], timeout=timeout)
+    return ChatClient(provider["base_url"], key, model["model_id"], timeout=timeout, stream=stream)
 
 
 def system_prompt(home: Home, run: dict[str, Any]) -> str:
