@@ -11,7 +11,6 @@ import typer
 from .common import home_of
 from .output import (
     JsonOpt,
-    emit,
     json_wanted,
     print_json,
     print_json_stream,
@@ -80,19 +79,20 @@ def post(
 
     if json_wanted(as_json):
         print_json(doc)
-    elif not stdout_is_terminal():  # plain text is what rich would print here: no need to load it
-        write_stream([chat_line(doc["message"]), *(_turn_line(t) for t in doc["turns"])])
-    else:
-        def human(console: Any) -> None:
-            render_message(console, doc["message"])
-            for turn in doc["turns"]:
-                console.print(_turn_line(turn).rstrip("\n"))
+    elif stdout_is_terminal():
+        rich_text(lambda console: _render_posted(console, doc))
+    else:  # without a terminal rich would print plain text: write it without loading rich
+        write_stream([chat_line(doc["message"]), *(_turn_line(t) + "\n" for t in doc["turns"])])
 
-        emit(doc, as_json, human)
+
+def _render_posted(console: Any, doc: dict[str, Any]) -> None:
+    render_message(console, doc["message"])
+    for turn in doc["turns"]:
+        console.print(_turn_line(turn))
 
 
 def _turn_line(turn: dict[str, Any]) -> str:
-    return f"  turn {turn['id']} for {turn['principal']}: {turn['status']}\n"
+    return f"  turn {turn['id']} for {turn['principal']}: {turn['status']}"
 
 
 def _text(text: Optional[str], file: Optional[str]) -> str:
@@ -120,6 +120,11 @@ def list_(
             _print_log(session, messages)
 
 
+def _render_log(console: Any, messages: list[dict[str, Any]]) -> None:
+    for message in messages:
+        render_message(console, message)
+
+
 def _print_log(session: str, messages: Any) -> None:
     """The chat log: as chat lines (styled on a terminal) up to a screenful, plain aligned
     rows past it, written as they are read."""
@@ -130,6 +135,6 @@ def _print_log(session: str, messages: Any) -> None:
     elif len(first) > screen_lines():
         write_stream(log_rows(chain(first, rows), messages.author_width()))
     elif stdout_is_terminal():
-        rich_text(lambda console: [render_message(console, m) for m in first])
+        rich_text(lambda console: _render_log(console, first))
     else:
         write_stream(chat_line(m) for m in first)
