@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -169,13 +169,13 @@ def mentions_in(text: str, members: list[str]) -> list[str]:
     return list(dict.fromkeys(found))
 
 
-def _present_message(row: dict[str, Any]) -> dict[str, Any]:
+def _present_message(row: dict[str, Any], decode: Callable[[str], Any] = json.loads) -> dict[str, Any]:
     return {
         "id": row["id"],
         "session": row["session"],
         "author": row["author"],
         "text": row["text"],
-        "mentions": json.loads(row["mentions"]),
+        "mentions": decode(row["mentions"]),
         "hop": row["hop"],
         "created_at": row["created_at"],
     }
@@ -251,9 +251,19 @@ class MessageRows:
         else:
             sql = "SELECT * FROM (SELECT * FROM messages WHERE session = ? ORDER BY id DESC LIMIT ?) AS last ORDER BY id"
             params = (self.session, self.limit)
+        decoded: dict[str, Any] = {}  # a session's messages mention the same few members: decode each list once
+
+        def mentions(raw: str) -> Any:
+            if raw not in decoded:
+                if len(decoded) > 4096:
+                    decoded.clear()
+                decoded[raw] = json.loads(raw)
+            value = decoded[raw]
+            return list(value) if isinstance(value, list) else value  # each message its own list
+
         for row in self.store.rows(sql, params):
             try:
-                yield _present_message(row)
+                yield _present_message(row, mentions)
             except (TypeError, ValueError):
                 raise FwError("corrupt", f"{STATE_FILE}: message {row.get('id')} of session {self.session!r} is damaged",
                               f"move {STATE_FILE} aside to start with an empty runtime state", path=STATE_FILE) from None
