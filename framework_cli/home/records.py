@@ -165,7 +165,7 @@ def read_definition(home: Home, spec: KindSpec, name: str) -> tuple[str, dict[st
     category, rel = find_one(home, spec, name)
     if spec.has_body:
         return (category, *_parse_definition(home.read_text(rel), spec, name, rel))
-    entry = home.cached(rel, lambda text: _definition_entry(spec, name, rel, text), _checked_again, index=f"{spec.folder}-definitions")
+    entry = home.cached(rel, lambda text: _definition_entry(spec, name, rel, text), _checked_again, index_name=f"{spec.folder}-definitions")
     home.save_index()
     if "error" in entry:
         raise FwError("corrupt", entry["error"], entry["hint"], **entry["extra"])

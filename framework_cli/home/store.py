@@ -287,13 +287,13 @@ class Home:
         rel: str,
         parse: Callable[[str | None], dict[str, Any]],
         valid: Callable[[Any], bool] = lambda entry: isinstance(entry, dict),
-        index: str | None = None,
+        index_name: str | None = None,
     ) -> dict[str, Any]:
         """`parse(text)` of a file, reused while the file's stamp (mtime, size, inode) holds
         and the cached entry has the shape `valid` expects (the index is only a cache: a
-        damaged one is read past, never trusted). `index` names the index file, when it is
+        damaged one is read past, never trusted). `index_name` names the index file, when it is
         not the one of the file's folder (a second kind of entry for the same files)."""
-        name = index or self._index_name(rel)
+        name = index_name or self._index_name(rel)
         index = self._load_index(name)
         full = f"{self._root}/{rel}"  # plain strings: this runs once per file of a large home
         try:
