@@ -159,19 +159,17 @@ def resource_names(home: Home, spec: KindSpec) -> set[str]:
 
 def read_definition(home: Home, spec: KindSpec, name: str) -> tuple[str, dict[str, Any], str | None]:
     """(category, validated definition, body) of one resource; `not_found` or `corrupt`.
-    A definition without a body is read through the kind's definitions index (so that
-    `fw run start` parses and validates nothing it read before); one that holds a secret
-    value (a key written into the file by hand) never goes in the index, and is read again."""
+    A definition (with its body, for a prompt or skill) is read through the kind's definitions
+    index, so that `fw run start` parses and validates nothing it read before; one that holds a
+    secret value (a key written into the file by hand) never goes in the index, and is read again."""
     category, rel = find_one(home, spec, name)
-    if spec.has_body:
-        return (category, *_parse_definition(home.read_text(rel), spec, name, rel))
     entry = home.cached(rel, lambda text: _definition_entry(spec, name, rel, text), _checked_again, index_name=f"{spec.folder}-definitions")
     home.save_index()
     if "error" in entry:
         raise FwError("corrupt", entry["error"], entry["hint"], **entry["extra"])
     if "definition" not in entry:
         return (category, *_parse_definition(home.read_text(rel), spec, name, rel))
-    return category, copy.deepcopy(entry["definition"]), None
+    return category, copy.deepcopy(entry["definition"]), entry.get("body")
 
 
 def _parse_definition(text: str | None, spec: KindSpec, name: str, rel: str) -> tuple[dict[str, Any], str | None]:
@@ -185,12 +183,12 @@ def _definition_entry(spec: KindSpec, name: str, rel: str, text: str | None) -> 
     """What a definitions index keeps of a file: the validated definition (never one that
     holds a secret value: the index lives outside secrets/), or why the file is corrupt."""
     try:
-        plain, _ = _parse_definition(text, spec, name, rel)
+        plain, body = _parse_definition(text, spec, name, rel)
     except FwError as exc:
         return {"error": exc.message, "hint": exc.hint, "extra": exc.extra}
     if any(plain.get(field) for field in spec.secret_fields):
         return {"holds_secret": True}
-    return {"definition": plain}
+    return {"definition": plain, **({"body": body} if spec.has_body else {})}
 
 
 def find_one(home: Home, spec: KindSpec, name: str) -> tuple[str, str]:
