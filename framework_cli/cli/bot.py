@@ -20,6 +20,10 @@ NameArg = Annotated[str, typer.Argument(help="The bot's name.", show_default=Fal
 def _render_bot(console: Any, doc: dict[str, Any]) -> None:
     state = "online" if doc["online"] else "offline"
     console.print(f"Bot {doc['name']} ({doc['adapter']}, {state}): events go to principal {doc['principal']}.")
+    if doc["adapter"] == "onebot":
+        how = {"http": f"over HTTP at {doc.get('url')}", "socket": "over its reverse WebSocket"}.get(doc["connection"], "not connected")
+        console.print(f"  connected: {how}; access token {'set' if doc['access_token_set'] else 'not set'}, "
+                      f"X-Signature secret {'set' if doc['secret_set'] else 'not set'}")
     if doc.get("description"):
         console.print(f"  {doc['description']}")
     console.print(f"  supported APIs: {', '.join(doc['supported_apis']) or 'none'}")
@@ -33,14 +37,16 @@ def _render_bot(console: Any, doc: dict[str, Any]) -> None:
 def add(
     ctx: typer.Context,
     name: NameArg,
-    adapter: Annotated[str, typer.Option("--adapter", help="local (a platform inside state.db); onebot is not available in this version.", show_default=False)],
+    adapter: Annotated[str, typer.Option("--adapter", help="local (a platform inside state.db) or onebot (OneBot v11: NapCat, Lagrange, LLOneBot, go-cqhttp).", show_default=False)],
     principal: Annotated[str, typer.Option("--principal", help="The principal (kind agent) whose binding handles its events.", show_default=False)],
-    url: Annotated[Optional[str], typer.Option("--url", help="onebot: the base URL of its HTTP API.")] = None,
+    url: Annotated[Optional[str], typer.Option("--url", help="onebot: the base URL of its HTTP API; without it, actions go over the reverse WebSocket of `fw bot serve`.")] = None,
     access_token_stdin: Annotated[bool, typer.Option("--access-token-stdin", help="onebot: read its access token from standard input.")] = False,
     description: Annotated[Optional[str], typer.Option("--description", help="What it is for.")] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Add a bot. A local bot starts online, with every API of the catalogue."""
+    """Add a bot. A local bot starts online, with every API of the catalogue. A onebot bot
+    acts over HTTP when given --url, otherwise over the reverse WebSocket that its
+    implementation opens to `fw bot serve`, whose handshake carries the access token."""
     from ..platform.bots import bot_add  # lazy: start-up speed
 
     token = sys.stdin.read().strip() if access_token_stdin else None
