@@ -16,12 +16,11 @@ from pathlib import Path
 
 import httpx
 import pytest
-from websockets.exceptions import InvalidStatus
-from websockets.sync.client import connect
-
 from conftest import CANARY, fw, fw_bin, fwj, snapshot
 from fakes.chat_server import ChatServer
 from fakes.onebot_server import SELF_ID, OneBotServer, failed, group_message, heartbeat, lifecycle, ok, signed
+from websockets.exceptions import InvalidStatus
+from websockets.sync.client import connect
 
 TOKEN = "ob-tok-4d9e2a7c1f"
 SECRET = "ob-sig-8b3f6e0d2a"
