@@ -234,6 +234,8 @@ def test_a_signed_http_report_is_answered_through_event_reply_as_one_send_group_
             for junk in (b"not json", {"post_type": "message", "message_type": "group"}, {"post_type": "??"}, [1, 2]):
                 assert post(url, junk).status_code == 204  # read or not, a report is answered
             assert post(url, heartbeat()).status_code == 204
+            rebound = httpx.post(url, content=b"{}", headers={"Host": "evil.example:80"}, timeout=10)
+            assert rebound.status_code == 400  # on loopback, only a loopback Host header
             assert post(url, group_message("hi")).status_code == 204
             handled = serve.next("handled")
             code, err = serve.stop()

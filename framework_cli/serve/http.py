@@ -4,7 +4,8 @@
 - `bind` opens the socket first, so a port in use is a clear error before anything starts,
   and the real port is known before the first line is printed.
 - `serve` wraps the app in a Host-header check when it listens on loopback (a web page
-  elsewhere cannot reach it through a DNS name that points at 127.0.0.1), runs it until
+  elsewhere cannot reach it through a DNS name that points at 127.0.0.1: 400 for a request,
+  403 for a WebSocket handshake), runs it until
   Ctrl-C or SIGTERM, and then lets the exception through (`interrupted`, exit 130) after
   the app's own shutdown has run.
 
@@ -71,11 +72,8 @@ def serve(app: Any, sock: socket.socket, *, on_started: Callable[[], None] | Non
     shutdown runs and KeyboardInterrupt is raised here."""
     import uvicorn
 
-    host = sock.getsockname()[0]
-    if is_loopback(host):
-        from starlette.middleware.trustedhost import TrustedHostMiddleware
-
-        app = TrustedHostMiddleware(app, allowed_hosts=list(LOOPBACK_NAMES))
+    if is_loopback(sock.getsockname()[0]):
+        app = LoopbackHostOnly(app)
     config = uvicorn.Config(app, log_config=None, log_level="critical", access_log=False, lifespan="on",
                             ws="websockets-sansio", timeout_graceful_shutdown=5, server_header=False)
     server = uvicorn.Server(config)
@@ -96,6 +94,36 @@ def serve(app: Any, sock: socket.socket, *, on_started: Callable[[], None] | Non
     finally:
         signal.signal(signal.SIGTERM, previous)
         sock.close()
+
+
+def host_name(header: str) -> str:
+    """The host of a Host header, without its port (`[::1]:8080` -> `::1`)."""
+    header = header.strip().lower()
+    if header.startswith("["):
+        return header[1:].split("]", 1)[0]
+    return header.rsplit(":", 1)[0] if header.count(":") == 1 else header
+
+
+class LoopbackHostOnly:
+    """Refuses (400) an HTTP request or WebSocket handshake whose Host header is not a
+    loopback name: a page on some other site cannot reach a loopback server through a DNS
+    name that it points at 127.0.0.1."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] in ("http", "websocket"):
+            headers = dict(scope.get("headers") or [])
+            if host_name(headers.get(b"host", b"").decode("latin-1")) not in LOOPBACK_NAMES:
+                if scope["type"] == "websocket":  # closed before it is accepted: the handshake gets 403
+                    await send({"type": "websocket.close", "code": 1008})
+                    return
+                from starlette.responses import PlainTextResponse
+
+                await PlainTextResponse("Invalid host header", status_code=400)(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
 
 
 def _interrupt(signum: int, frame: Any) -> None:
