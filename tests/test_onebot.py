@@ -66,7 +66,10 @@ class Serve:
 
     def _read(self):
         for line in self.proc.stdout:
-            self.lines.put(json.loads(line))
+            try:
+                self.lines.put(json.loads(line))
+            except ValueError:  # every line must be a JSON object: a test that reads it fails
+                self.lines.put({"type": "not-json", "line": line})
         self.lines.put(None)
 
     def next(self, kind, timeout=30):
@@ -321,6 +324,7 @@ def test_ctrl_c_ends_the_runs_in_progress_and_leaves_nothing_running(home, tmp_p
                 assert leftovers(marker_exec) and leftovers(marker_mcp), (chat.requests, serve.seen)
                 code, err = serve.stop()
     assert code == 130 and "Traceback" not in err, err
+    assert [r for r in serve.seen if r["type"] == "not-json"] == []
     time.sleep(0.5)
     assert leftovers(marker_exec) == [] and leftovers(marker_mcp) == []
     runs = fwj("run", "list")["runs"]
@@ -346,3 +350,41 @@ def test_serve_refuses_a_local_bot_a_bad_listen_and_a_port_in_use(home):
         taken.listen()
         r = fw("bot", "serve", "qq", "--listen", f"127.0.0.1:{taken.getsockname()[1]}", "--json")
         assert r.exit_code == 6 and r.json["error"]["code"] == "in_use", r
+
+
+def test_reports_become_the_contracts_events_with_a_line_for_each(home):
+    reports = [
+        {"post_type": "message", "message_type": "private", "sub_type": "friend", "self_id": SELF_ID, "user_id": 20002,
+         "message_id": 41, "message": "&#91;not a code&#93; [CQ:face,id=1]hello", "sender": {"nickname": "Alice"}},
+        {"post_type": "request", "request_type": "friend", "self_id": SELF_ID, "user_id": 20003, "flag": "fr-1", "comment": "hi"},
+        {"post_type": "request", "request_type": "group", "sub_type": "invite", "self_id": SELF_ID, "user_id": 20004,
+         "group_id": 30004, "flag": "inv-1"},
+        {"post_type": "notice", "notice_type": "group_increase", "sub_type": "approve", "self_id": SELF_ID, "user_id": 20005,
+         "group_id": 30003, "operator_id": 1},
+        {"post_type": "notice", "notice_type": "group_decrease", "sub_type": "leave", "self_id": SELF_ID, "user_id": 20006,
+         "group_id": 30003, "operator_id": 0},
+        {"post_type": "message", "message_type": "group", "self_id": SELF_ID, "user_id": SELF_ID, "group_id": 30003,
+         "message_id": 42, "message": "my own"},
+    ]
+    with ChatServer([{"content": "ok"}], repeat_last=True) as chat:
+        setup(chat.base_url)
+        add_bot()
+        proc = subprocess.Popen([fw_bin(), "bot", "serve", "qq", "--listen", "127.0.0.1:0"], env={**os.environ, "FW_HOME": str(home)},
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            first = proc.stdout.readline()
+            assert "ws://127.0.0.1:" in first and "/onebot/v11/ws" in first and "HTTP client" in first, first
+            url = first.split("listening on ", 1)[1].split(" ", 1)[0].rstrip(".")
+            for report in reports:
+                assert post(url, report, secret=None).status_code == 204
+            lines = [proc.stdout.readline().strip() for _ in reports]
+        finally:
+            proc.send_signal(signal.SIGINT)
+            proc.communicate(timeout=30)
+    assert chat.requests[0]["json"]["messages"][-1]["content"] == "[not a code] hello"
+    text = "\n".join(lines)
+    assert "ignored: a message the bot itself sent" in text
+    for words in ("message.received from 20002: run run-", "friend.request_received from 20003: not handled (event_not_selected)",
+                  "bot.invited_to_group from 20004 in group 30004: not handled", "group.member_joined from 20005 in group 30003",
+                  "group.member_left from 20006 in group 30003"):
+        assert words in text, (words, text)

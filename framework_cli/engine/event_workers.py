@@ -120,8 +120,9 @@ class EventWorkers:
             except FwError:
                 pass
         for thread in self._threads:
-            if thread.ident in busy:
-                _interrupt(thread)
+            with self._guard:  # only while it is still in that run: never in the middle of reporting it
+                if thread.ident in busy and self._runs.get(thread.ident) == busy[thread.ident]:
+                    _interrupt(thread)
         for _ in self._threads:
             try:
                 self._queue.put_nowait(None)  # wakes an idle worker

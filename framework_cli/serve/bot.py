@@ -134,7 +134,6 @@ class BotDoor:
 
 
 def build_app(door: BotDoor) -> Any:
-    import anyio
     from starlette.applications import Starlette
     from starlette.routing import Route, WebSocketRoute
 
@@ -144,8 +143,7 @@ def build_app(door: BotDoor) -> Any:
         try:
             yield
         finally:
-            fresh.cancel()
-            await anyio.to_thread.run_sync(stop_workers, door)
+            fresh.cancel()  # the workers are stopped once uvicorn has returned (serve_bot)
 
     routes = [Route("/", door.report, methods=["POST"]), WebSocketRoute(onebot.WEBSOCKET_PATH, door.socket)]
     return Starlette(routes=routes, lifespan=lifespan)
