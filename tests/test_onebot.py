@@ -88,13 +88,13 @@ class Serve:
     def stop(self):
         self.proc.send_signal(signal.SIGINT)
         try:
-            _, err = self.proc.communicate(timeout=30)
+            self.proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
             self.proc.kill()
             raise
-        while (record := self.lines.get(timeout=10)) is not None:
+        while (record := self.lines.get(timeout=10)) is not None:  # stdout is read by _read alone
             self.seen.append(record)
-        return self.proc.returncode, err
+        return self.proc.returncode, self.proc.stderr.read()
 
     def __enter__(self):
         return self
