@@ -220,8 +220,7 @@ class Bot(Strict):
 
     @model_validator(mode="after")
     def _url_for_onebot(self) -> Bot:
-        if self.adapter == "onebot" and not self.url:
-            raise ValueError("a onebot bot needs a url")
+        # A onebot bot without a url acts over the reverse WebSocket of `fw bot serve`.
         if self.adapter == "local" and self.url is not None:
             raise ValueError("url is for the onebot adapter only")
         return self
