@@ -113,13 +113,15 @@ def test_a_closed_stdout_is_no_traceback(home):
         assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr, proc.stderr
 
 
-def test_user_values_are_text_never_markup(home):
+def test_user_values_are_text_never_markup(home, tmp_path):
     make_basics()
     fwj("principal", "create", "b", "--kind", "agent")
-    r = fw("binding", "set", "b", "--agent", "a1", "--directory", "/srv/[/red]")
+    folder = tmp_path / "srv" / "[/red]"  # a binding's directory must exist
+    folder.mkdir(parents=True)
+    r = fw("binding", "set", "b", "--agent", "a1", "--directory", str(folder))
     assert r.exit_code == 0, r
-    assert "/srv/[/red]" in r.stdout
-    assert "/srv/[/red]" in fw("binding", "list").stdout
+    assert f"{folder}" in r.stdout.replace("\n", "")
+    assert "[/red]" in fw("binding", "list").stdout  # the table may wrap the long path, never render it as markup
     fwj("resource", "write", "agent", "a1", "--data", json.dumps({"description": "[bold]loud[/bold] [/]"}))
     shown = fw("resource", "read", "agent", "a1")
     assert shown.exit_code == 0 and "[bold]loud[/bold] [/]" in shown.stdout, shown

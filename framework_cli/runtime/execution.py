@@ -42,10 +42,10 @@ def _check_folder(directory: str) -> None:
     """The working folder is checked first: a missing one is not a missing program."""
     if os.path.isdir(directory):
         return
-    what = "is not a folder" if os.path.exists(directory) else "does not exist"
-    raise FwError("not_found", f"the working folder {directory} {what}",
-                  "create it, or give the binding another: `fw binding set PRINCIPAL --agent AGENT --directory DIR`",
-                  field="directory")
+    what = "is not a folder" if os.path.exists(directory) else "is missing"
+    raise FwError("not_found", f"the run's working folder (its binding's directory) {what}",
+                  "create the folder (`fw binding list` shows it), or give the binding another with "
+                  "`fw binding set PRINCIPAL --agent AGENT --directory DIR`", field="directory")
 
 
 def _text(kept: bytes, seen: int) -> tuple[str, bool]:
