@@ -26,6 +26,7 @@ from ..errors import FwError
 from ..home import secrets
 from ..home.secrets import redact
 from .documents import redact_document
+from .supervisor import helper_command
 
 if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup  # anyio's dependency there
@@ -36,17 +37,11 @@ _LIST_PAGES = 100  # a server whose tool list never ends cannot hang the start
 _MESSAGE_CHARS = 300
 
 # The SDK's stdio client always adds the parent's HOME, LOGNAME, PATH, SHELL, TERM and USER to
-# a server's environment. This shim, run first, replaces itself with the server holding exactly
-# the variables fw chose ($FW_MCP_ENV_KEYS names them; no value is ever on a command line).
-_EXEC_WITH_CHOSEN_ENV = (
-    "import json, os, sys\n"
-    "keys = json.loads(os.environ['FW_MCP_ENV_KEYS'])\n"
-    "env = {k: os.environ[k] for k in keys if k in os.environ}\n"
-    "try:\n"
-    "    os.execvpe(sys.argv[1], sys.argv[1:], env)\n"
-    "except OSError as exc:\n"
-    "    sys.exit(f'cannot start {sys.argv[1]}: {exc.strerror}')\n"
-)
+# a server's environment, and stops only the server's own process group. So each server runs
+# under fw's process supervisor: it gives the server exactly the variables fw chose
+# ($FW_MCP_ENV_KEYS names them; no value is ever on a command line), and when the server exits
+# or is stopped (or fw goes) it kills every process the server started, in its group or not.
+_ENV_KEYS_VAR = "FW_MCP_ENV_KEYS"
 
 
 @dataclass
@@ -237,10 +232,11 @@ async def _stdio_transport(spec: ServerSpec) -> AsyncIterator[Any]:
     if not _command_exists(spec.command, env.get("PATH", os.defpath), spec.cwd):
         raise FwError("unavailable", f"command not found: {spec.command}", "check the mcp's command and PATH",
                       reason="mcp_server")
+    supervisor = helper_command(env_keys=_ENV_KEYS_VAR)
     params = StdioServerParameters(
-        command=sys.executable,
-        args=["-I", "-S", "-c", _EXEC_WITH_CHOSEN_ENV, spec.command, *spec.args],
-        env={**env, "FW_MCP_ENV_KEYS": json.dumps(sorted(env))},
+        command=supervisor[0],
+        args=[*supervisor[1:], spec.command, *spec.args],
+        env={**env, _ENV_KEYS_VAR: json.dumps(sorted(env))},
         cwd=spec.cwd,
     )
     # The server's stderr must never reach fw's stdout (or clutter its stderr).
