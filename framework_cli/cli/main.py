@@ -61,6 +61,8 @@ class FwGroup(TyperGroup):
         try:
             rv = super().main(args, prog_name or "fw", complete_var, standalone_mode=False, **extra)
             code = rv if isinstance(rv, int) and not isinstance(rv, bool) else 0
+            if code == 130 and _invocation.get("interrupted"):  # typer's answer to a KeyboardInterrupt
+                code = _interrupted(as_json)
         except FwError as exc:
             emit_error(with_corrected_command(exc, args), as_json)
             code = exc.exit_code
@@ -97,20 +99,25 @@ class FwGroup(TyperGroup):
 
 def _terminate_like_ctrl_c() -> Any:
     """SIGTERM does what Ctrl-C does: the command unwinds (ending its runs, stopping their
-    processes) and exits 130. A second SIGTERM while it unwinds is ignored. Returns what puts
-    the previous handler back (tests run many commands in one process)."""
+    processes) and exits 130; a second SIGTERM while it unwinds is ignored. Both are noted, so
+    that the boundary knows an exit of 130 was an interruption (typer turns one into a bare
+    exit code). Returns what puts the previous handlers back (tests run many commands in one
+    process)."""
     import signal
     import threading
 
     if threading.current_thread() is not threading.main_thread():
         return lambda: None  # only the main thread may handle signals
+    _invocation["interrupted"] = False
 
-    def terminate(signum: int, frame: Any) -> None:
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    def interrupt(signum: int, frame: Any) -> None:
+        _invocation["interrupted"] = True
+        if signum == signal.SIGTERM:
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
         raise KeyboardInterrupt
 
-    previous = signal.signal(signal.SIGTERM, terminate)
-    return lambda: signal.signal(signal.SIGTERM, previous)
+    previous = {number: signal.signal(number, interrupt) for number in (signal.SIGINT, signal.SIGTERM)}
+    return lambda: [signal.signal(number, handler) for number, handler in previous.items()]
 
 
 def _interrupted(as_json: bool) -> int:
@@ -133,7 +140,7 @@ def _only_interrupts(exc: BaseException) -> bool:
 
 
 COMPLETE_VAR = "_FW_COMPLETE"
-_invocation: dict[str, Any] = {"args": [], "as_json": False}  # this invocation's command line
+_invocation: dict[str, Any] = {"args": [], "as_json": False, "interrupted": False}  # this invocation's command line
 
 
 def _usage_error(exc: Any, args: list[str], as_json: bool) -> int:
