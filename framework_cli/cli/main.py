@@ -49,6 +49,8 @@ class FwGroup(TyperGroup):
             code = self._guarded(args, prog_name, complete_var, as_json, extra)
         finally:
             restore()
+        if standalone_mode and code == 130 and _invocation["interrupted"]:
+            _leave_now(code)
         if standalone_mode:
             sys.exit(code)
         return code
@@ -129,6 +131,19 @@ def _interrupted(as_json: bool) -> int:
     emit_error(FwError("interrupted", "interrupted: the runs it started were ended and their processes stopped",
                        "run the command again to go on"), as_json)
     return 130
+
+
+def _leave_now(code: int) -> None:
+    """Exit an interrupted command at once. Its runs are ended and its programs stopped; what
+    is left are threads that cannot be told to stop (one blocked reading an MCP client's
+    standard input, a dispatcher's worker waiting for a model), and a normal exit would wait
+    for them."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)
 
 
 def _only_interrupts(exc: BaseException) -> bool:
