@@ -117,10 +117,12 @@ def serve(
     import threading
 
     from ..serve.bot import serve_bot  # lazy: start-up speed
-    from .output import json_wanted, write_out  # lazy: start-up speed
+    from .output import json_wanted, set_json_lines, write_out  # lazy: start-up speed
 
     lock = threading.Lock()
     as_lines = json_wanted(as_json)
+    if as_lines:
+        set_json_lines()
 
     def on_record(record: dict[str, Any]) -> None:
         with lock:

@@ -12,7 +12,7 @@ import typer
 from typer.core import TyperGroup
 
 from ..errors import FwError, lone_surrogate_at
-from .output import emit_error, json_wanted, set_home_option, set_root_json
+from .output import emit_error, json_wanted, set_home_option, set_json_lines, set_root_json
 
 
 class FwGroup(TyperGroup):
@@ -32,6 +32,7 @@ class FwGroup(TyperGroup):
 
         args = list(sys.argv[1:] if args is None else args)
         set_root_json(False)
+        set_json_lines(False)
         secrets.forget_all()  # what is redacted comes from this invocation's home, not an earlier one
         supervisor = sys.modules.get("framework_cli.runtime.supervisor")
         if supervisor is not None:

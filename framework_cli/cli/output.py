@@ -257,9 +257,21 @@ def emit(doc: Any, as_json: bool, human: Callable[[Any], None]) -> None:
         rich_text(human)
 
 
+_json_lines = {"on": False}  # a server's --json output: one document a line, its last error too
+
+
+def set_json_lines(on: bool = True) -> None:
+    """This command writes JSON lines (a server's records as they happen), not one document:
+    an error that ends it is one more line."""
+    _json_lines["on"] = on
+
+
 def emit_error(error: FwError, as_json: bool) -> None:
     error = FwError(error.code, error.message, on_this_home(error.hint), **error.extra)
     if as_json:
+        if _json_lines["on"]:
+            write_out(json.dumps(error.to_dict(), ensure_ascii=False))
+            return
         print_json(error.to_dict())
         return
     lines = [f"Error: {error.message}"]
