@@ -16,7 +16,8 @@ from ..domain.resources import resource_read
 from ..domain.runs import run_end
 from ..domain.tool_types import Caller
 from ..errors import FwError
-from ..home.kinds import DEFAULT_PROMPT, check_name
+from ..home.kinds import DEFAULT_PROMPT, KINDS, check_name
+from ..home.records import resource_names
 from ..home.store import Home
 from ..tools.service import call_tool, list_tools, open_run
 from .chat import ChatClient
@@ -51,7 +52,7 @@ def agent_run(
     try:
         if on_event:
             on_event({"type": "started", "run": record})
-        client = chat_client(home, record["definition"], timeout)
+        client = chat_client(home, record["definition"], timeout, agent=record["agent"])
         caller = Caller("run", run_id, record)
         result = run_loop(
             client,
@@ -87,11 +88,14 @@ def _require_binding_runs(home: Home, principal: str, agent: str) -> None:
                       f"run it as that agent: `fw agent run {binding['agent']} --principal {principal} ...`")
 
 
-def chat_client(home: Home, definition: dict[str, Any], timeout: float) -> ChatClient:
+def chat_client(home: Home, definition: dict[str, Any], timeout: float, agent: str = "AGENT") -> ChatClient:
     """The model the agent names, reached through its provider with the provider's key."""
     name = definition.get("model")
     if not name:
-        raise FwError("invalid", "the agent has no model, so nothing can answer", "give it one: `fw agent edit AGENT --model MODEL`")
+        models = sorted(resource_names(home, KINDS["model"]))
+        model = models[0] if len(models) == 1 else "MODEL"
+        where = "" if len(models) == 1 else ", MODEL one of `fw resource list model`"
+        raise FwError("invalid", "the agent has no model, so nothing can answer", f"give it one: `fw agent edit {agent} --model {model}`{where}")
     model = resource_read(home, "model", name)["data"]
     provider = resource_read(home, "provider", model["provider"])["data"]
     key = provider_key(home, model["provider"], provider)

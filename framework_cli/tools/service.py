@@ -183,17 +183,20 @@ def call_tool(home: Home, caller: Caller, name: str, args: Any, sources: Any = N
             tool = TOOLS.get(name)
             if tool is None or tool.group == MANAGED_RUNTIME:
                 hint = "the Manager uses bare names (resource_write)" if name.startswith(TOOL_PREFIX) else "see `fw tool list --manager`"
-                raise FwError("not_found", f"no tool named {name!r}", hint)
+                suggestion = did_you_mean(name, [n for n, t in TOOLS.items() if t.group != MANAGED_RUNTIME])
+                raise FwError("not_found", f"no tool named {name!r}", hint_with(suggestion, hint), **suggestion)
         else:
 
             run = load_run(home, run_id)  # type: ignore[arg-type]  # re-read: ended or expired since?
             caller = Caller("run", run_id, run)  # a refusal below is audited as the run's identity
             require_active(run)
             if name not in run["tools"]:
+                suggestion = did_you_mean(name, run["tools"])
                 raise FwError(
                     "denied",
                     f"run {run_id} was not granted {name!r}",
-                    "a run gets the tools of the groups its agent mounted when it started, if its model can call tools",
+                    hint_with(suggestion, "a run gets the tools of the groups its agent mounted when it started, if its model can call tools"),
+                    **suggestion,
                 )
             tool = _granted(home, run, name, sources)
         if not caller.is_manager:
