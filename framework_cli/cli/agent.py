@@ -8,6 +8,7 @@ import typer
 
 from ..domain.agents import agent_show
 from ..domain.resources import resource_list, resource_write
+from ..suggest import plural
 from .common import complete_agent, complete_category, complete_group, home_of
 from .output import JsonOpt, emit, read_text_arg
 from .resource import render_activation, render_list, render_resource, render_written
@@ -188,8 +189,9 @@ def run_progress(event: dict[str, Any]) -> None:
 
     if event["type"] == "started":
         run = event["run"]
-        tools = len(run["tools"])
-        write_out(f"Run {run['run_id']} started as {run['identity']}: {tools} tool{'s' if tools != 1 else ''}.", err=True)
+        left_out = len(run.get("unavailable_tools") or [])
+        why = f", {left_out} left out (see `fw run show {run['run_id']}`)" if left_out else ""
+        write_out(f"Run {run['run_id']} started as {run['identity']}: {plural(len(run['tools']), 'tool')}{why}.", err=True)
     elif event["type"] == "tool_call":
         outcome = event["outcome"] + (f" ({event['error']})" if event.get("error") else "")
         write_out(f"  tool {event['name']}: {outcome}", err=True)
@@ -200,6 +202,6 @@ def _render_answer(console: Any, doc: dict[str, Any]) -> None:
 
     rounds = doc["rounds"]
     if doc["status"] == "max_rounds":
-        console.print(Text(f"Stopped after {rounds} round{'s' if rounds != 1 else ''} (--max-rounds); the last answer:", style="yellow"))
+        console.print(Text(f"Stopped after {plural(rounds, 'round')} (--max-rounds); the last answer:", style="yellow"))
     console.print(doc["answer"] or "(no answer)")
-    console.print(Text(f"run {doc['run_id']}: {doc['status']}, {rounds} round{'s' if rounds != 1 else ''}, {len(doc['tool_calls'])} tool call{'s' if len(doc['tool_calls']) != 1 else ''}", style="dim"))
+    console.print(Text(f"run {doc['run_id']}: {doc['status']}, {plural(rounds, 'round')}, {plural(len(doc['tool_calls']), 'tool call')}", style="dim"))

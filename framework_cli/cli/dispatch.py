@@ -6,6 +6,7 @@ from typing import Annotated, Any
 
 import typer
 
+from ..suggest import plural
 from .common import home_of
 from .output import JsonOpt, emit, json_wanted, write_out
 
@@ -30,7 +31,7 @@ def dispatch(
     home = home_of(ctx)
     progress = None if json_wanted(as_json) else _progress
     if not once and not json_wanted(as_json):
-        write_out(f"fw dispatch: serving {home.root} with {workers} worker(s); Ctrl-C stops.", err=True)
+        write_out(f"fw dispatch: serving {home.root} with {plural(workers, 'worker')}; Ctrl-C stops.", err=True)
     doc = run_dispatch(home, once=once, workers=workers, on_event=progress, timeout=timeout)
     emit(doc, as_json, lambda c: _render(c, doc))
 

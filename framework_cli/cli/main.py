@@ -197,7 +197,7 @@ def build_app(only: str | None = None) -> typer.Typer:
         help="Safe, scriptable control of an agent framework's home: providers, models, prompts, "
         "skills, MCP servers, harnesses and agents, the identities agents run as, and the tools "
         "agents use. Every command takes --json.",
-        no_args_is_help=True,
+        no_args_is_help=False,  # a bare `fw` is a usage error rendered at the boundary: help, or one JSON document
         add_completion=False,  # the completion options are the root's own, loaded only when used
         context_settings={"help_option_names": ["-h", "--help"]},
         pretty_exceptions_enable=False,

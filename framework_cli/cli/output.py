@@ -169,14 +169,16 @@ def emit_error(error: FwError, as_json: bool) -> None:
         lines.append("  " + "\n  ".join(str(d) for d in detail))
     changes = error.extra.get("changes")
     if isinstance(changes, dict):
-        lines += plan_changes(changes)
+        lines += plan_changes(changes, never_planned=error.extra.get("reason") == "not_a_plan")
     write_out("\n".join(lines), err=True)
 
 
-def plan_changes(changes: dict[str, Any]) -> list[str]:
-    """A stale confirmation's differences, as the JSON error's `changes` has them."""
-    lines = ["What changed since the confirmed plan:"]
-    for key, label in (("added", "added"), ("gone", "gone"), ("duplicated", "given twice")):
+def plan_changes(changes: dict[str, Any], never_planned: bool = False) -> list[str]:
+    """A stale confirmation's differences, as the JSON error's `changes` has them; for one
+    that never was a plan, how it differs from the plan (nothing in the home changed)."""
+    lines = ["How the confirmation differs from the plan:" if never_planned else "What changed since the confirmed plan:"]
+    labels = (("added", "missing from it"), ("gone", "not in the plan")) if never_planned else (("added", "added"), ("gone", "gone"))
+    for key, label in (*labels, ("duplicated", "given twice")):
         if changes.get(key):
             lines.append(f"  {label}: {', '.join(changes[key])}")
     if changes.get("reordered"):
@@ -241,6 +243,44 @@ def _text(value: Any) -> str:
 
 def _cell(value: Any) -> str:
     return _text(value)
+
+
+LONG_LIST = 12  # names; past this a list is counted, and shown with -v
+
+
+def wrapped(text: str, console: Any, indent: str) -> str:
+    """`text` wrapped to the console's width at spaces only: a name is never cut."""
+    import textwrap
+
+    width = max(40, getattr(console, "width", 80) or 80)
+    return textwrap.fill(text, width, initial_indent=indent, subsequent_indent=indent + "  ",
+                         break_long_words=False, break_on_hyphens=False)
+
+
+def names_line(label: str, names: list[str], console: Any, verbose: bool, indent: str = "  ") -> str:
+    """`tools (3): a, b, c`, wrapped; a long list is counted unless `verbose`."""
+    if len(names) > LONG_LIST and not verbose:
+        return f"{indent}{label}: {len(names)} (list them with -v, or --json)"
+    return wrapped(f"{label} ({len(names)}): {', '.join(names)}", console, indent)
+
+
+def render_run_tools(console: Any, doc: dict[str, Any], verbose: bool = False) -> None:
+    """A run's tools, then what was left out of them and why (`unavailable_tools`)."""
+    tools, left_out = doc.get("tools") or [], doc.get("unavailable_tools") or []
+    if tools:
+        console.print(names_line("tools", tools, console, verbose))
+    elif not left_out:
+        console.print("  tools: none (no group mounted, or the model cannot call tools)")
+    else:
+        console.print("  tools: none")
+    groups: dict[tuple[str, str], list[str]] = {}
+    for entry in left_out:
+        groups.setdefault((entry.get("reason", ""), str(entry.get("detail") or "")), []).append(entry.get("name", ""))
+    if groups:
+        console.print(f"  left out ({len(left_out)}):")
+    for (reason, detail), names in groups.items():
+        console.print(wrapped(f"{reason}: {detail}" if detail else reason, console, "    "))
+        console.print(names_line("names", names, console, verbose, indent="      "))
 
 
 MAX_DEPTH = 64  # nesting levels of a JSON argument; no definition or tool call needs more

@@ -109,7 +109,7 @@ def write(
         doc = resource_write(home_of(ctx), kind, reference, payload, create=create, category=category)
     except FwError as exc:
         raise with_retry_hint(exc, [kind, reference], create, data, category, api_key_stdin) from None
-    verb = "Created" if create else "Saved"
+    verb = "Created" if create else "Saved" if doc.get("changed", True) else "Unchanged:"
     emit(doc, as_json, lambda c: render_written(c, doc, verb))
 
 

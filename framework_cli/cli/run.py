@@ -10,19 +10,19 @@ from ..domain.runs import run_end, run_list, run_prune, run_show
 from ..errors import FwError
 from ..suggest import plural
 from .common import complete_agent, complete_principal, home_of
-from .output import JsonOpt, emit, json_wanted, table, write_out
+from .output import JsonOpt, emit, json_wanted, render_run_tools, table, write_out
 
 app = typer.Typer(help="Start, show, list and end runs of agents.")
 
 RunArg = Annotated[str, typer.Argument(help="The run's id.", show_default=False)]
+VerboseOpt = Annotated[bool, typer.Option("--verbose", "-v", help="List every tool, however many.")]
 
 
-def _render(console: Any, doc: dict[str, Any]) -> None:
+def _render(console: Any, doc: dict[str, Any], verbose: bool = False) -> None:
     console.print(f"Run {doc['run_id']} ({doc['mode']}, as {doc['identity']}) of agent {doc['agent']}: {doc['status']}")
     console.print(f"  fingerprint {doc['fingerprint']}")
     console.print(f"  lease until {doc['lease_expires_at']}")
-    tools = ", ".join(doc["tools"]) or "none (no group mounted, or the model cannot call tools)"
-    console.print(f"  tools: {tools}")
+    render_run_tools(console, doc, verbose)
     if isinstance(doc.get("event"), dict):
         console.print(f"  for event {doc['event'].get('type')} on bot {doc.get('bot')}")
 
@@ -36,11 +36,12 @@ def start(
     bot: Annotated[Optional[str], typer.Option("--bot", help="With --event: a run for an event that came to this bot (as `fw event handle --no-run`).")] = None,
     event: Annotated[Optional[str], typer.Option("--event", metavar="JSON|@FILE|-", help="With --bot: the event, frozen in the run.")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only the run's id, for scripts: RUN=$(fw run start ... -q).")] = False,
+    verbose: VerboseOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Start a run: the agent's definition and tools are frozen for the run's whole life."""
     if bot is not None or event is not None:
-        _start_for_event(ctx, principal, agent, lease, bot, event, as_json)
+        _start_for_event(ctx, principal, agent, lease, bot, event, as_json, verbose)
         return
     from ..tools.service import start_run  # lazy: start-up speed
 
@@ -48,11 +49,11 @@ def start(
     if quiet and not json_wanted(as_json):
         write_out(doc["run_id"])
         return
-    emit(doc, as_json, lambda c: _render(c, doc))
+    emit(doc, as_json, lambda c: _render(c, doc, verbose))
 
 
 def _start_for_event(ctx: typer.Context, principal: Optional[str], agent: Optional[str], lease: Optional[int],
-                     bot: Optional[str], event: Optional[str], as_json: bool) -> None:
+                     bot: Optional[str], event: Optional[str], as_json: bool, verbose: bool) -> None:
     """`fw run start --principal P --bot B --event E`: what `fw event handle B --no-run` does."""
     from ..engine.handling import handle_event  # lazy: start-up speed
     from ..errors import FwError  # lazy: start-up speed
@@ -63,14 +64,14 @@ def _start_for_event(ctx: typer.Context, principal: Optional[str], agent: Option
         raise FwError("usage", "a run for an event needs --principal, --bot and --event (and no --agent)",
                       "e.g. fw run start --principal P --bot B --event @event.json")
     doc = handle_event(home_of(ctx), bot, read_data_arg(event, "--event"), run=False, principal=principal, lease=lease)
-    emit(doc, as_json, lambda c: render_handled(c, doc))
+    emit(doc, as_json, lambda c: render_handled(c, doc, verbose))
 
 
 @app.command("show")
-def show(ctx: typer.Context, run_id: RunArg, as_json: JsonOpt = False) -> None:
+def show(ctx: typer.Context, run_id: RunArg, verbose: VerboseOpt = False, as_json: JsonOpt = False) -> None:
     """Show a run's snapshot and status."""
     doc = run_show(home_of(ctx), run_id)
-    emit(doc, as_json, lambda c: _render(c, doc))
+    emit(doc, as_json, lambda c: _render(c, doc, verbose))
 
 
 @app.command("list")

@@ -6,6 +6,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from ..suggest import plural
 from .common import home_of
 from .output import JsonOpt, emit, table
 
@@ -21,7 +22,7 @@ def _sessions():
 
 
 def render_session(console: Any, s: dict[str, Any]) -> None:
-    console.print(f"Session {s['name']}{' (' + s['title'] + ')' if s['title'] else ''}: {s['status']}, {s['messages']} message{'s' if s['messages'] != 1 else ''}")
+    console.print(f"Session {s['name']}{' (' + s['title'] + ')' if s['title'] else ''}: {s['status']}, {plural(s['messages'], 'message')}")
     console.print(f"  members: {', '.join(s['members']) or 'none'}")
 
 
@@ -66,7 +67,7 @@ def end(ctx: typer.Context, name: NameArg, as_json: JsonOpt = False) -> None:
     """End a session: no message may be posted to it, no run tied to it may act, and its
     waiting turns are cancelled."""
     doc = _sessions().session_end(home_of(ctx), name)
-    emit(doc, as_json, lambda c: c.print(f"Session {name} has ended; {doc['cancelled_turns']} waiting turn(s) cancelled."))
+    emit(doc, as_json, lambda c: c.print(f"Session {name} has ended; {plural(doc['cancelled_turns'], 'waiting turn')} cancelled."))
 
 
 @app.command("add-member")
