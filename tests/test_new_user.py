@@ -291,8 +291,8 @@ def test_a_stale_confirmation_in_human_mode_shows_what_changed(home):
     result = fw("resource", "delete", "model", "m1", "--recursive", "--confirm", "agent/a2,agent/a1,model/m1")
     assert result.exit_code == 6
     assert "added:" not in result.stderr and "gone:" not in result.stderr and "reordered" in result.stderr
-    result = fw("resource", "delete", "model", "m1", "--recursive", "--confirm", "agent/a1,agent/a2,model/m1,provider/p1")
-    assert "gone: provider/p1" in result.stderr
+    result = fw("resource", "delete", "model", "m1", "--recursive", "--confirm", "agent/a1,agent/a2,agent/a3,model/m1")
+    assert "gone: agent/a3" in result.stderr
     result = fw("resource", "delete", "model", "m1", "--recursive", "--confirm", "agent/a1,model/m1")
     assert "added: agent/a2" in result.stderr
 
