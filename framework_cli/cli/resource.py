@@ -48,12 +48,12 @@ def list_(ctx: typer.Context, kind: OptionalKindArg = None, category: ListCatego
 def render_every_list(console: Any, doc: dict[str, Any]) -> None:
     for listing in doc["kinds"]:
         if listing["items"]:
-            render_list(console, listing)
+            render_list(console, listing, titled=True)
         else:
             console.print(f"{KINDS[listing['kind']].folder}: none")
 
 
-def render_list(console: Any, doc: dict[str, Any]) -> None:
+def render_list(console: Any, doc: dict[str, Any], titled: bool = False) -> None:
     spec = KINDS[doc["kind"]]
     columns = ["name", "category", *spec.summary]
     rows = []
@@ -62,7 +62,7 @@ def render_list(console: Any, doc: dict[str, Any]) -> None:
             rows.append([item["name"], item["category"], f"CORRUPT: {item['error']['message']}", *[""] * (len(columns) - 3)])
         else:
             rows.append([item.get(c) for c in columns])
-    table(console, spec.folder, columns, rows, f"No {spec.folder} yet. Create one with `fw resource write {doc['kind']} NAME --create --data ...`.")
+    table(console, spec.folder, columns, rows, f"No {spec.folder} yet. Create one with `fw resource write {doc['kind']} NAME --create --data ...`.", titled=titled)
     bad = sum(1 for item in doc["items"] if "error" in item)
     if bad:
         console.print(f"{plural(bad, 'corrupt file')}: run `fw home check` for details.")

@@ -57,7 +57,7 @@ def show(ctx: typer.Context, name: NameArg, as_json: JsonOpt = False) -> None:
         render_session(console, doc["session"])
         turns = doc["session"]["turns"]
         cols = ["id", "principal", "status", "message_id", "hop", "error"]
-        table(console, "turns", cols, [[t[k] for k in cols] for t in turns], "  no turns")
+        table(console, "turns", cols, [[t[k] for k in cols] for t in turns], "  no turns", titled=True)
 
     emit(doc, as_json, human)
 

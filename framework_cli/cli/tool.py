@@ -50,9 +50,9 @@ def catalogue(ctx: typer.Context, as_json: JsonOpt = False) -> None:
 
     def human(console) -> None:
         event_rows = [[t["name"], t["api"], t["risk"], ", ".join(t["event_patterns"]), t["target"]] for t in doc["event_tools"]]
-        table(console, "event tools", ["name", "api", "risk", "events", "frozen target"], event_rows, "")
+        table(console, "event tools", ["name", "api", "risk", "events", "frozen target"], event_rows, "", titled=True)
         platform_rows = [[t["name"], t["api"], t["risk"], _parameters(t["input_schema"])] for t in doc["platform_tools"]]
-        table(console, "platform tools", ["name", "api", "risk", "parameters"], platform_rows, "")
+        table(console, "platform tools", ["name", "api", "risk", "parameters"], platform_rows, "", titled=True)
 
     emit(doc, as_json, human)
 

@@ -12,7 +12,7 @@ import importlib
 from typing import Any
 
 from ..domain.projection import Snapshot, project, runner_refusal
-from ..domain.runs import active_run, load_run, require_active, resolve_run_id, run_start
+from ..domain.runs import RUN_ID_PART_RE, active_run, load_run, require_active, resolve_run_id, run_start
 from ..domain.tool_types import Caller, Tool
 from ..errors import FwError
 from ..home.kinds import BUILTIN_GROUPS
@@ -121,7 +121,11 @@ def caller_for(home: Home, manager: bool, run_id: str | None) -> Caller:
     """The caller named on a command line: exactly one of --manager and --run."""
     if manager == (run_id is not None):
         raise FwError("usage", "give exactly one of --manager and --run RUN", "--manager calls as the Manager; --run RUN as that run")
-    return Caller("manager") if manager else Caller("run", run_id=resolve_run_id(home, run_id))
+    if manager:
+        return Caller("manager")
+    # A part of an id is put whole here; a whole or malformed one goes on as given, so that
+    # the call is refused, and audited, where every call is.
+    return Caller("run", run_id=resolve_run_id(home, run_id) if RUN_ID_PART_RE.fullmatch(run_id or "") else run_id)
 
 
 def list_tools(home: Home, caller: Caller) -> dict[str, Any]:
