@@ -10,11 +10,7 @@ from ..suggest import plural
 from .common import home_of
 from .output import JsonOpt, emit, json_wanted, write_out
 
-app = typer.Typer(help="Run pending turns and tasks as managed runs.")
-
-
-@app.callback(invoke_without_command=True)
-def dispatch(
+def command(
     ctx: typer.Context,
     once: Annotated[bool, typer.Option("--once", help="Run until nothing is pending, then exit with a summary.")] = False,
     workers: Annotated[int, typer.Option("--workers", metavar="N", help="Turns run at once, across principals (one at a time per principal).")] = 4,

@@ -28,18 +28,15 @@ def render_message(console: Any, m: dict[str, Any]) -> None:
 def post(
     ctx: typer.Context,
     session: SessionArg,
+    as_: Annotated[str, typer.Option("--as", help="The member posting it.", show_default=False)],
     text: Annotated[Optional[str], typer.Argument(help="The text, taken literally ('-' reads standard input).", show_default=False)] = None,
-    as_: Annotated[str, typer.Option("--as", help="The member posting it.", show_default=False)] = "",
     file: Annotated[Optional[str], typer.Option("--file", metavar="PATH", help="Read the text from this file.")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Post a message as a member. Each member agent it mentions (@name), or every member
     agent under policy all, gets a turn that `fw dispatch` runs."""
-    from ..errors import FwError  # lazy: start-up speed
     from ..runtime.sessions import message_post  # lazy: start-up speed
 
-    if not as_:
-        raise FwError("usage", "say who posts it: --as PRINCIPAL", "e.g. fw message post s1 --as alice 'hello @ops'")
     doc = message_post(home_of(ctx), session, as_, _text(text, file))
 
     def human(console: Any) -> None:

@@ -18,7 +18,7 @@ from .output import JsonOpt, emit, read_data_arg, read_stdin_text, table
 app = typer.Typer(help="List, read, write and delete providers, models, prompts, skills, MCP servers, harnesses and agents.")
 
 RefArg = Annotated[
-    str, typer.Argument(help="The resource's name (unique within its kind).", show_default=False, autocompletion=complete_reference)
+    str, typer.Argument(metavar="REF", help="The resource's name (unique within its kind).", show_default=False, autocompletion=complete_reference)
 ]
 CategoryOpt = Annotated[
     Optional[str],
