@@ -43,7 +43,8 @@ def test_completion_offers_kinds_names_categories_principals_and_groups(sample):
     assert complete(sample, "fw resource read agent ") == ["helper", "ops", "researcher"]
     assert complete(sample, "fw resource delete model gpt-4o-") == ["gpt-4o-mini"]
     assert complete(sample, "fw agent show r") == ["researcher"]
-    assert complete(sample, "fw agent edit ops --add-builtin-tool ") == ["local_execution", "resource_management", "task_collaboration"]
+    # ops mounts resource_management: only the groups it does not mount yet are offered
+    assert complete(sample, "fw agent edit ops --add-builtin-tool ") == ["local_execution", "task_collaboration"]
     assert complete(sample, "fw resource list agent --category r") == ["research"]
     assert complete(sample, "fw category delete prompt w") == ["writing"]
     assert complete(sample, "fw binding enable o") == ["ops"]

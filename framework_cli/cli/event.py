@@ -6,13 +6,13 @@ from typing import Annotated, Any
 
 import typer
 
-from .common import home_of
+from .common import complete_bot, home_of
 from ..suggest import plural
 from .output import JsonOpt, emit, read_data_arg, render_run_tools
 
 app = typer.Typer(help="Handle chat-platform events: a managed run of the bot's principal, with the event frozen in it.")
 
-BotArg = Annotated[str, typer.Argument(help="The bot the event came to.", show_default=False)]
+BotArg = Annotated[str, typer.Argument(help="The bot the event came to.", show_default=False, autocompletion=complete_bot)]
 NoRunOpt = Annotated[bool, typer.Option("--no-run", help="Start the run and stop there, for an external runner (`fw mcp serve --run RUN`).")]
 
 REASONS = {

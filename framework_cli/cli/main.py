@@ -239,13 +239,27 @@ def completion_option(ctx: typer.Context, param: Any, value: bool) -> None:
     from typer._completion_shared import _get_shell_name
 
     completion.completion_init()
-    # The shell is read from the process tree; where that finds none (an IDE, a test runner,
-    # a setsid), $SHELL says which shell the user has.
-    shell: Any = _get_shell_name() or os.path.basename(os.environ.get("SHELL", "")) or value
+    # A shell named after the option (`fw --show-completion zsh`, as `gh completion -s zsh`)
+    # wins; else the shell is read from the process tree; where that finds none (an IDE, a
+    # test runner, a setsid), $SHELL says which shell the user has.
+    shell: Any = named_shell(_invocation["args"], "--" + param.name.replace("_", "-"))
+    shell = shell or _get_shell_name() or os.path.basename(os.environ.get("SHELL", "")) or value
     if param.name == "install_completion":
         completion.install_callback(ctx, param, shell)
     else:
         completion.show_callback(ctx, param, shell)
+
+
+SHELLS = ("bash", "zsh", "fish", "powershell", "pwsh")
+
+
+def named_shell(args: list[str], option: str) -> str | None:
+    """The shell named right after `option` on the command line, if one is."""
+    if option in args:
+        following = args[args.index(option) + 1: args.index(option) + 2]
+        if following and following[0] in SHELLS:
+            return following[0]
+    return None
 
 
 def build_app(only: str | None = None) -> typer.Typer:
@@ -289,10 +303,10 @@ def root(
         bool, typer.Option("--version", help="Show fw's version and exit.", is_eager=True, expose_value=False, callback=show_version)
     ] = False,
     install_completion: Annotated[
-        bool, typer.Option("--install-completion", help="Install completion for the current shell.", expose_value=False, callback=completion_option)
+        bool, typer.Option("--install-completion", help="Install completion for the current shell, or the one named after it (bash, zsh, fish).", expose_value=False, callback=completion_option)
     ] = False,
     show_completion: Annotated[
-        bool, typer.Option("--show-completion", help="Show completion for the current shell, to copy it or customize the installation.", expose_value=False, callback=completion_option)
+        bool, typer.Option("--show-completion", help="Show the completion script for the current shell, or the one named after it (`fw --show-completion zsh`).", expose_value=False, callback=completion_option)
     ] = False,
 ) -> None:
     from .output import set_root_json  # lazy: start-up speed

@@ -7,12 +7,12 @@ from typing import Annotated
 
 import typer
 
-from .common import home_of
+from .common import complete_principal, home_of
 from .output import JsonOpt, emit, table
 
 app = typer.Typer(help="List, read and delete what a principal's runs remembered (framework_memory_* tools).")
 
-PrincipalArg = Annotated[str, typer.Argument(help="The principal whose memory it is.", show_default=False)]
+PrincipalArg = Annotated[str, typer.Argument(help="The principal whose memory it is.", show_default=False, autocompletion=complete_principal)]
 KeyArg = Annotated[str, typer.Argument(help="The memory's key.", show_default=False)]
 
 

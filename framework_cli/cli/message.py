@@ -6,12 +6,12 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from .common import home_of
+from .common import complete_principal, complete_session, home_of
 from .output import JsonOpt, emit, read_text_arg
 
 app = typer.Typer(help="Post messages to a session and read them.")
 
-SessionArg = Annotated[str, typer.Argument(help="The session's name.", show_default=False)]
+SessionArg = Annotated[str, typer.Argument(help="The session's name.", show_default=False, autocompletion=complete_session)]
 
 
 def render_message(console: Any, m: dict[str, Any]) -> None:
@@ -28,7 +28,7 @@ def render_message(console: Any, m: dict[str, Any]) -> None:
 def post(
     ctx: typer.Context,
     session: SessionArg,
-    as_: Annotated[str, typer.Option("--as", help="The member posting it.", show_default=False)],
+    as_: Annotated[str, typer.Option("--as", help="The member posting it.", show_default=False, autocompletion=complete_principal)],
     text: Annotated[Optional[str], typer.Argument(help="The text, taken literally ('-' reads standard input).", show_default=False)] = None,
     file: Annotated[Optional[str], typer.Option("--file", metavar="PATH", help="Read the text from this file.")] = None,
     as_json: JsonOpt = False,

@@ -8,7 +8,7 @@ import typer
 
 from ..domain.identities import principal_create, principal_delete, principal_list
 from ..home.store import Home
-from .common import complete_principal, home_of
+from .common import complete_choice, complete_principal, home_of
 from .output import JsonOpt, emit, table
 
 app = typer.Typer(help="List, create and delete the identities (principals) that agents run as.")
@@ -25,7 +25,7 @@ def list_(ctx: typer.Context, as_json: JsonOpt = False) -> None:
 def create(
     ctx: typer.Context,
     name: Annotated[str, typer.Argument(help="The identity's name.", show_default=False)],
-    kind: Annotated[str, typer.Option("--kind", help="user, agent or manager.", show_default=False)],
+    kind: Annotated[str, typer.Option("--kind", help="user, agent or manager.", show_default=False, autocompletion=complete_choice("user", "agent", "manager"))],
     as_json: JsonOpt = False,
 ) -> None:
     """Create an identity. An agent runs as a principal of kind agent once it is bound."""

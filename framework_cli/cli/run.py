@@ -9,12 +9,12 @@ import typer
 from ..domain.runs import run_end, run_list, run_prune, run_show
 from ..errors import FwError
 from ..suggest import plural
-from .common import complete_agent, complete_principal, home_of
+from .common import complete_agent, complete_bot, complete_principal, complete_run, home_of
 from .output import JsonOpt, emit, json_wanted, render_run_tools, table, write_out
 
 app = typer.Typer(help="Start, show, list and end runs of agents.")
 
-RunArg = Annotated[str, typer.Argument(help="The run's id.", show_default=False)]
+RunArg = Annotated[str, typer.Argument(help="The run's id, or a unique end or start of it.", show_default=False, autocompletion=complete_run)]
 VerboseOpt = Annotated[bool, typer.Option("--verbose", "-v", help="List every tool, however many.")]
 
 
@@ -33,7 +33,7 @@ def start(
     principal: Annotated[Optional[str], typer.Option("--principal", help="A managed run as this principal (its binding must be enabled).", autocompletion=complete_principal)] = None,
     agent: Annotated[Optional[str], typer.Option("--agent", help="An explicit run of this agent, as runtime:AGENT.", autocompletion=complete_agent)] = None,
     lease: Annotated[Optional[int], typer.Option("--lease", metavar="SECONDS", help="How long the run may act (default 3600).")] = None,
-    bot: Annotated[Optional[str], typer.Option("--bot", help="With --event: a run for an event that came to this bot (as `fw event handle --no-run`).")] = None,
+    bot: Annotated[Optional[str], typer.Option("--bot", autocompletion=complete_bot, help="With --event: a run for an event that came to this bot (as `fw event handle --no-run`).")] = None,
     event: Annotated[Optional[str], typer.Option("--event", metavar="JSON|@FILE|-", help="With --bot: the event, frozen in the run.")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only the run's id, for scripts: RUN=$(fw run start ... -q).")] = False,
     verbose: VerboseOpt = False,

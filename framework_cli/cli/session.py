@@ -7,12 +7,12 @@ from typing import Annotated, Any, Optional
 import typer
 
 from ..suggest import plural
-from .common import home_of
+from .common import complete_principal, complete_session, home_of
 from .output import JsonOpt, emit, table
 
 app = typer.Typer(help="Create, list, show and end sessions: the conversations managed agents are mentioned in and answer.")
 
-NameArg = Annotated[str, typer.Argument(help="The session's name.", show_default=False)]
+NameArg = Annotated[str, typer.Argument(help="The session's name.", show_default=False, autocompletion=complete_session)]
 
 
 def _sessions():
@@ -30,7 +30,7 @@ def render_session(console: Any, s: dict[str, Any]) -> None:
 def create(
     ctx: typer.Context,
     name: NameArg,
-    member: Annotated[list[str], typer.Option("--member", help="A principal taking part (repeat).", show_default=False)],
+    member: Annotated[list[str], typer.Option("--member", help="A principal taking part (repeat).", show_default=False, autocompletion=complete_principal)],
     title: Annotated[Optional[str], typer.Option("--title", help="What the session is about.")] = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -74,7 +74,7 @@ def end(ctx: typer.Context, name: NameArg, as_json: JsonOpt = False) -> None:
 def add_member(
     ctx: typer.Context,
     name: NameArg,
-    principal: Annotated[str, typer.Argument(help="The principal to add.", show_default=False)],
+    principal: Annotated[str, typer.Argument(help="The principal to add.", show_default=False, autocompletion=complete_principal)],
     as_json: JsonOpt = False,
 ) -> None:
     """Add a member to an open session."""
