@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from .common import home_of
+from .common import complete_run, home_of
 from .output import JsonOpt, write_out
 
 app = typer.Typer(help="Serve the built-in tools to MCP clients.")
@@ -17,7 +17,7 @@ app = typer.Typer(help="Serve the built-in tools to MCP clients.")
 def serve(
     ctx: typer.Context,
     manager: Annotated[bool, typer.Option("--manager", help="Serve every tool, as the Manager (bare names).")] = False,
-    run: Annotated[Optional[str], typer.Option("--run", metavar="RUN", help="Serve one run's granted framework_ tools.")] = None,
+    run: Annotated[Optional[str], typer.Option("--run", metavar="RUN", help="Serve one run's granted framework_ tools.", autocompletion=complete_run)] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Serve the tools over MCP on standard input and output until the client disconnects.
