@@ -9,6 +9,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from conftest import CANARY, fw, fwj, make_basics
 
 PROBE = """
@@ -96,6 +98,7 @@ def test_a_definition_changed_behind_the_index_is_read_again(home):
     assert result.exit_code == 4 and result.json["error"]["code"] == "corrupt" and result.json["error"]["field"] == "bogus"
 
 
+@pytest.mark.hand_written_canary("providers/default/p1.yaml")
 def test_a_key_written_into_a_file_by_hand_never_reaches_the_index(home):
     fwj("resource", "write", "provider", "p1", "--create", "--data", json.dumps({"base_url": "https://llm.example.test/v1", "api_key_env": "K"}))
     (home / "providers/default/p1.yaml").write_text(f"base_url: https://llm.example.test/v1\napi_key: {CANARY}\n")

@@ -18,6 +18,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Protocol
 
 from ..errors import FwError
+from ..home import secrets
 from ..home.kinds import DEFAULT_PROMPT, check_name
 from ..home.store import Home
 from ..suggest import did_you_mean, hint_with
@@ -171,7 +172,9 @@ def _frozen(home: Home, kind: str, name: str) -> dict[str, Any]:
     except FwError as exc:
         return {"name": name, "error": exc.message}
     data = {k: v for k, v in doc["data"].items() if k not in SECRET_FIELDS.get(kind, ())}
-    return {"name": name, "data": data, **({"body": doc["body"]} if "body" in doc else {})}
+    # a key written into a prompt or skill by hand never reaches runs/: the model reads it redacted anyway
+    body = {"body": secrets.redact(doc["body"])} if isinstance(doc.get("body"), str) else {}
+    return {"name": name, "data": data, **body}
 
 
 def frozen_part(home: Home, run: dict[str, Any], kind: str, name: str | None = None) -> dict[str, Any]:

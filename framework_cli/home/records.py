@@ -186,8 +186,8 @@ def _definition_entry(spec: KindSpec, name: str, rel: str, text: str | None) -> 
         plain, body = _parse_definition(text, spec, name, rel)
     except FwError as exc:
         return {"error": exc.message, "hint": exc.hint, "extra": exc.extra}
-    if any(plain.get(field) for field in spec.secret_fields):
-        return {"holds_secret": True}
+    if any(plain.get(field) for field in spec.secret_fields) or (body and secrets.known_in(body)):
+        return {"holds_secret": True}  # a key in a file (by hand) is read from the file each time
     return {"definition": plain, **({"body": body} if spec.has_body else {})}
 
 
