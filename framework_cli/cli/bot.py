@@ -7,7 +7,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from .common import home_of
+from .common import home_of, listed
 from .output import JsonOpt, emit, table
 
 app = typer.Typer(help="Add, list, show, change and remove bots; try a local bot with `fw bot local`.")
@@ -82,7 +82,7 @@ def remove(ctx: typer.Context, name: NameArg, as_json: JsonOpt = False) -> None:
 def set_(
     ctx: typer.Context,
     name: NameArg,
-    unsupported_api: Annotated[Optional[list[str]], typer.Option("--unsupported-api", metavar="API", help="Withhold this API from its runs (repeat; replaces the list; '' clears it).")] = None,
+    unsupported_api: Annotated[Optional[list[str]], typer.Option("--unsupported-api", metavar="API", help="Withhold this API from its runs (repeat, or a,b; replaces the list; '' clears it).")] = None,
     online: Annotated[Optional[bool], typer.Option("--online/--offline", help="Take a local bot online or offline.", show_default=False)] = None,
     secret_stdin: Annotated[bool, typer.Option("--secret-stdin", help="onebot: read its X-Signature secret from standard input.")] = False,
     as_json: JsonOpt = False,
@@ -91,7 +91,7 @@ def set_(
     from ..platform.bots import bot_set  # lazy: start-up speed
 
     secret = sys.stdin.read().strip() if secret_stdin else None
-    doc = bot_set(home_of(ctx), name, unsupported_apis=unsupported_api, online=online, secret=secret)
+    doc = bot_set(home_of(ctx), name, unsupported_apis=listed(unsupported_api), online=online, secret=secret)
     emit(doc, as_json, lambda c: _render_bot(c, doc))
 
 

@@ -83,3 +83,54 @@ KindArg = Annotated[
         autocompletion=complete_kind,
     ),
 ]
+
+
+# -- values of flags: lists and durations, parsed alike everywhere ---------------------------
+def listed(values: Iterable[str] | None) -> list[str] | None:
+    """A repeated flag's values, each split at commas (`--member a,b` is `--member a --member
+    b`); None when the flag was not given, [] for a lone '' (which clears a list)."""
+    if values is None:
+        return None
+    return [part.strip() for value in values for part in value.split(",") if part.strip()]
+
+
+def refuse_add_and_remove(flag: str, chosen: Iterable[str], removed: Iterable[str]) -> None:
+    """`--X A --remove-X A` (or `--add-X A --remove-X A`) asks for two opposite things."""
+    from ..errors import FwError  # lazy: start-up speed
+
+    both = [value for value in dict.fromkeys(chosen) if value in set(removed)]
+    if both:
+        raise FwError("usage", f"{', '.join(both)} is both asked for and removed (--remove-{flag} with --{flag} or --add-{flag})",
+                      f"give {both[0]} with one of the two flags")
+
+
+DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+DURATION_HELP = "90s, 30m, 12h, 7d, 2w; a bare number is seconds"
+
+
+def parse_duration(text: str, flag: str = "") -> float:
+    """`90s`, `30m`, `12h`, `7d`, `2w` (a bare number is seconds) as seconds."""
+    from ..errors import FwError  # lazy: start-up speed
+
+    text = text.strip()
+    number, unit = (text[:-1], text[-1]) if text[-1:] in DURATION_UNITS else (text, "s")
+    try:
+        value = float(number)
+    except ValueError:
+        value = -1.0
+    if not value >= 0 or value == float("inf"):
+        where = f"{flag} " if flag else ""
+        raise FwError("invalid", f"{where}{text!r} is not a duration", f"a number and a unit: {DURATION_HELP}")
+    return value * DURATION_UNITS[unit]
+
+
+def whole_seconds(text: str | None, flag: str) -> int | None:
+    """A duration that must come to whole seconds (a lease)."""
+    from ..errors import FwError  # lazy: start-up speed
+
+    if text is None:
+        return None
+    seconds = parse_duration(text, flag)
+    if seconds != int(seconds):
+        raise FwError("invalid", f"{flag} {text!r} is not a whole number of seconds", "e.g. 90s, 30m or 1h")
+    return int(seconds)

@@ -6,7 +6,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from .common import home_of
+from .common import home_of, listed
 from .output import JsonOpt, emit, table
 
 app = typer.Typer(help="Create, list, show and end sessions: the conversations managed agents are mentioned in and answer.")
@@ -29,13 +29,13 @@ def render_session(console: Any, s: dict[str, Any]) -> None:
 def create(
     ctx: typer.Context,
     name: NameArg,
-    member: Annotated[list[str], typer.Option("--member", help="A principal taking part (repeat).", show_default=False)],
+    member: Annotated[list[str], typer.Option("--member", help="A principal taking part (repeat, or a,b).", show_default=False)],
     title: Annotated[Optional[str], typer.Option("--title", help="What the session is about.")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Create a session with its members. A message that mentions a member agent (@name)
     gives it a turn, which `fw dispatch` runs."""
-    doc = _sessions().session_create(home_of(ctx), name, member, title)
+    doc = _sessions().session_create(home_of(ctx), name, listed(member) or member, title)
     emit(doc, as_json, lambda c: render_session(c, doc["session"]))
 
 
