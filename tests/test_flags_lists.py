@@ -8,7 +8,6 @@ import json
 
 import pytest
 import yaml
-
 from conftest import fw, fwj, make_basics, snapshot
 
 

@@ -8,7 +8,16 @@ import typer
 
 from ..domain.agents import agent_show
 from ..domain.resources import resource_list, resource_write
-from .common import DURATION_HELP, complete_agent, complete_category, complete_group, home_of, listed, parse_duration, refuse_add_and_remove
+from .common import (
+    DURATION_HELP,
+    complete_agent,
+    complete_category,
+    complete_group,
+    home_of,
+    listed,
+    parse_duration,
+    refuse_add_and_remove,
+)
 from .output import JsonOpt, emit, read_text_arg
 from .resource import render_activation, render_list, render_resource, render_written
 
