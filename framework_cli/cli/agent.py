@@ -10,13 +10,16 @@ from ..domain.agents import agent_show
 from ..domain.resources import resource_list, resource_write
 from .common import (
     DURATION_HELP,
+    DryRunOpt,
     complete_agent,
     complete_category,
     complete_group,
     home_of,
     listed,
+    maybe_dry,
     parse_duration,
     refuse_add_and_remove,
+    render_dry_run,
 )
 from .output import JsonOpt, emit, read_text_arg
 from .resource import render_activation, render_list, render_resource, render_written
@@ -74,6 +77,7 @@ def create(
     description: DescOpt = None,
     execution: ExecOpt = None,
     category: CategoryOpt = None,
+    dry_run: DryRunOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Create an agent. It is configured, not running: bind an identity to it to enable it."""
@@ -84,7 +88,8 @@ def create(
     for field, values in (("events", listed(event)), ("allowed_platform_tools", listed(platform_tool))):
         if values:
             data[field] = values
-    doc = resource_write(home_of(ctx), "agent", name, data, create=True, category=category)
+    home = home_of(ctx)
+    doc = maybe_dry(home, dry_run, lambda: resource_write(home, "agent", name, data, create=True, category=category))
     emit(doc, as_json, lambda c: render_written(c, doc, "Created"))
 
 
@@ -113,6 +118,7 @@ def edit(
     add_platform_tool: AddPlatformToolOpt = None,
     remove_platform_tool: RemovePlatformToolOpt = None,
     category: CategoryOpt = None,
+    dry_run: DryRunOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Change an agent. Only the flags given change; a change applies from the next run."""
@@ -132,21 +138,18 @@ def edit(
         refuse_add_and_remove(flag, [*(replace or []), *add], remove)
         lists[field] = (replace, add, remove)
     builtin_set, builtin_add, builtin_remove = lists.pop("builtin_tools")
-    doc = agent_edit_lists(
-        home_of(ctx),
-        name,
-        patch,
-        lists,
-        builtin_set=builtin_set,
-        builtin_add=builtin_add,
-        builtin_remove=builtin_remove,
-        category=category,
-    )
+    home = home_of(ctx)
+    doc = maybe_dry(home, dry_run, lambda: agent_edit_lists(
+        home, name, patch, lists, builtin_set=builtin_set, builtin_add=builtin_add, builtin_remove=builtin_remove, category=category,
+    ))
     emit(doc, as_json, lambda c: render_edited(c, doc))
 
 
 def render_edited(console: Any, doc: dict[str, Any]) -> None:
     """What an edit left: saved or unchanged, and the groups mounted now."""
+    if doc.get("dry_run"):
+        render_dry_run(console, doc)
+        return
     if doc.get("changed", True):
         render_written(console, doc, "Saved")
     else:

@@ -10,7 +10,16 @@ from ..domain.resources import resource_list, resource_list_all, resource_read, 
 from ..errors import EXIT_CODES, FwError
 from ..home.kinds import KINDS
 from ..suggest import article, plural
-from .common import KindArg, complete_category, complete_kind, complete_reference, home_of
+from .common import (
+    DryRunOpt,
+    KindArg,
+    complete_category,
+    complete_kind,
+    complete_reference,
+    home_of,
+    maybe_dry,
+    render_dry_run,
+)
 from .output import JsonOpt, emit, read_data_arg, read_stdin_text, table
 
 app = typer.Typer(help="List, read, write and delete providers, models, prompts, skills, MCP servers, harnesses and agents.")
@@ -98,13 +107,15 @@ def write(
         typer.Option("--data", metavar="JSON|@FILE|-", help="The definition (with --create) or a JSON merge patch (RFC 7386) of it. A prompt's or skill's text is `body`."),
     ] = None,
     api_key_stdin: Annotated[bool, typer.Option("--api-key-stdin", help="Read a provider's key from standard input, so it never shows in a process list.")] = False,
+    dry_run: DryRunOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Create or update a resource. Without --create the data is a merge patch: only the
     fields given change, `null` removes one. --category places a new resource or moves one."""
     payload = _payload(kind, reference, data, api_key_stdin, category)
+    home = home_of(ctx)
     try:
-        doc = resource_write(home_of(ctx), kind, reference, payload, create=create, category=category)
+        doc = maybe_dry(home, dry_run, lambda: resource_write(home, kind, reference, payload, create=create, category=category))
     except FwError as exc:
         raise with_retry_hint(exc, [kind, reference], create, data, category, api_key_stdin) from None
     verb = "Created" if create else "Saved"
@@ -146,6 +157,9 @@ def _payload(kind: str, reference: str, data: Optional[str], api_key_stdin: bool
 
 
 def render_written(console: Any, doc: dict[str, Any], verb: str) -> None:
+    if doc.get("dry_run"):
+        render_dry_run(console, doc)
+        return
     console.print(f"{verb} {doc['kind']} {doc['name']} (category {doc['category']}).")
     activation = doc.get("activation")
     if activation:

@@ -81,6 +81,8 @@ def bot_add(home: Home, name: str, adapter: str, principal: str, *, url: str | N
         if home.exists(bot_rel(name)):
             raise FwError("exists", f"bot {name!r} already exists", f"change it with `fw bot set {name}`, or remove it first")
         edit_record(home, "bot", bot_rel(name), data)
+    if home.is_dry_run:  # state.db is not the home's files: a dry run leaves it alone too
+        return {"name": name, **data, "created": True}
     adapter_of(home, name, data).set_online(True)  # a new bot starts online
     return {**bot_show(home, name), "created": True}
 
@@ -128,6 +130,6 @@ def bot_set(home: Home, name: str, *, unsupported_apis: list[str] | None = None,
             raise FwError("invalid", "--secret-stdin is for onebot bots", "a local bot takes no secret")
         if wanted is not None:
             edit_record(home, "bot", bot_rel(name), {"unsupported_apis": wanted or None})
-        if online is not None:
+        if online is not None and not home.is_dry_run:
             adapter_of(home, name, bot).set_online(online)
     return bot_show(home, name)
