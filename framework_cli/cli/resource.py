@@ -122,6 +122,26 @@ def write(
     emit(doc, as_json, lambda c: render_written(c, doc, verb))
 
 
+@app.command("edit")
+def edit(ctx: typer.Context, kind: KindArg, reference: RefArg, as_json: JsonOpt = False) -> None:
+    """Edit a resource's file in $EDITOR (as `kubectl edit` does): a prompt or skill as its
+    own text, front matter and body. On save it is validated; a refused edit opens again with
+    the error at the top, and nothing is written until it is valid. Save it unchanged, or
+    empty, to cancel."""
+    from ..domain.resources import resource_text  # lazy: start-up speed
+    from .editor import edit_loop  # lazy: start-up speed
+
+    home = home_of(ctx)
+    current = resource_text(home, kind, reference)
+    suffix = ".md" if KINDS[kind].has_body else ".yaml"
+    doc = edit_loop(current["text"], suffix, lambda text: resource_write(home, kind, reference, {}, text=text))
+    if doc is None:
+        doc = {"kind": kind, "name": reference, "category": current["category"], "changed": False, "cancelled": True}
+        emit(doc, as_json, lambda c: c.print(f"Edit cancelled: {kind} {reference} is unchanged."))
+        return
+    emit(doc, as_json, lambda c: render_written(c, doc, "Saved" if doc["changed"] else "Unchanged"))
+
+
 def with_retry_hint(exc: FwError, target: list[str], create: bool, data: Optional[str], category: Optional[str], api_key_stdin: bool) -> FwError:
     """A write that named a resource that exists (with --create) or does not (without it):
     the hint gives the same command the other way round, ready to run."""
