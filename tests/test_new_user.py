@@ -195,15 +195,10 @@ def test_mcp_serve_from_a_pipe_prints_no_note(home):
 
 
 @pytest.mark.parametrize("args", [["resource", "list", "agent", "--home", "HOME"], ["agent", "list", "--home=HOME"], ["resource", "--home", "HOME", "list", "agent"]])
-def test_home_after_the_command_shows_the_corrected_command(home, args):
+def test_home_after_the_command_is_taken(home, args, monkeypatch):
+    monkeypatch.delenv("FW_HOME")
     args = [a.replace("HOME", str(home)) for a in args]
-    error = fwj(*args, code=2)["error"]
-    assert error["code"] == "usage" and "--home is a root option" in error["message"]
-    corrected = error["corrected"].split()[1:]
-    assert corrected[0].startswith("--home")
-    assert fw(*corrected).exit_code == 0
-    human = fw(*args).stderr
-    assert f"`{error['corrected'].removesuffix(' --json')}`" in human, human
+    assert "items" in fwj(*args)
 
 
 # -- messages in plain words -------------------------------------------------------------------
