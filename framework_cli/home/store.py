@@ -43,6 +43,11 @@ def is_home(root: Path) -> bool:
     return root.is_dir() and all((root / d).is_dir() for d in HOME_MARKER_DIRS)
 
 
+def home_origin(option: str | None) -> str:
+    """Why this home: `--home` given, else `FW_HOME` set, else the `default` (~/.fw)."""
+    return "--home" if option else "FW_HOME" if os.environ.get("FW_HOME") else "default"
+
+
 def resolve_home_path(option: str | None) -> Path:
     raw = option or os.environ.get("FW_HOME") or str(Path.home() / ".fw")
     return Path(raw).expanduser()
