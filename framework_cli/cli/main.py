@@ -157,7 +157,7 @@ def with_corrected_command(error: FwError, args: list[str]) -> FwError:
 # Command groups, each a module of this package with its own Typer app.
 GROUPS = (
     "home", "resource", "category", "agent", "principal", "binding", "run", "tool", "mcp", "audit",
-    "session", "message", "memory", "dispatch", "task", "bot", "event", "web",
+    "session", "message", "memory", "dispatch", "task", "turn", "bot", "event", "web",
 )
 
 

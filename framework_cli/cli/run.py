@@ -78,9 +78,14 @@ def show(ctx: typer.Context, run_id: RunArg, as_json: JsonOpt = False) -> None:
 
 
 @app.command("list")
-def list_(ctx: typer.Context, as_json: JsonOpt = False) -> None:
-    """List runs."""
-    doc = run_list(home_of(ctx))
+def list_(
+    ctx: typer.Context,
+    status: Annotated[Optional[str], typer.Option("--status", help="Only runs of this status: active, ended, expired or corrupt.")] = None,
+    agent: Annotated[Optional[str], typer.Option("--agent", help="Only runs of this agent.", autocompletion=complete_agent)] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """List runs, oldest first."""
+    doc = run_list(home_of(ctx), status=status, agent=agent)
     cols = ["run_id", "mode", "identity", "agent", "status", "lease_expires_at"]
     emit(doc, as_json, lambda c: table(c, "runs", cols, [[r.get(k) for k in cols] for r in doc["runs"]], "No runs yet. Start one with `fw run start --agent AGENT`."))
 

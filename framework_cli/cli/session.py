@@ -69,6 +69,33 @@ def end(ctx: typer.Context, name: NameArg, as_json: JsonOpt = False) -> None:
     emit(doc, as_json, lambda c: c.print(f"Session {name} has ended; {doc['cancelled_turns']} waiting turn(s) cancelled."))
 
 
+@app.command("delete")
+def delete(
+    ctx: typer.Context,
+    name: NameArg,
+    confirm: Annotated[Optional[str], typer.Option("--confirm", metavar="ITEMS", help="The plan's item (session/NAME). Without it nothing is deleted.")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Delete a session with its messages and turns, in two steps as every delete: first
+    without --confirm, which prints the plan and deletes nothing; then with --confirm and
+    exactly that plan."""
+    doc = _sessions().session_delete(home_of(ctx), name, confirm)
+
+    def human(console: Any) -> None:
+        what = f"{doc['messages']} message(s) and {doc['turns']} turn(s)"
+        if doc["status"] == "deleted":
+            console.print(f"Deleted session {name} with {what}.")
+            return
+        console.print(f"Plan: session/{name} will be deleted, with {what}.")
+        for block in doc["blocked"]:
+            console.print(f"  blocked: {block['reason']} ({block['detail']}); end the session and let its turns finish first")
+        if not doc["blocked"]:
+            console.print("Nothing was deleted. To delete exactly this, run:")
+            console.print(f"  fw session delete {name} --confirm {doc['confirm']}")
+
+    emit(doc, as_json, human)
+
+
 @app.command("add-member")
 def add_member(
     ctx: typer.Context,
