@@ -158,6 +158,11 @@ def resource_read(home: Home, kind: str, reference: str) -> dict[str, Any]:
     return shown(home, spec, reference, category, plain, body)
 
 
+def with_newline(text: str | None) -> str:
+    """Text as fw writes it: ending with a newline, as a text file does (empty stays empty)."""
+    return text if not text or text.endswith("\n") else text + "\n"
+
+
 def resource_text(home: Home, kind: str, reference: str) -> dict[str, Any]:
     """A resource's file as it is on disk (front matter and body for a prompt or skill),
     for editing it whole: `resource_write(..., text=...)` takes it back."""
@@ -306,7 +311,8 @@ def resource_write(
                         stored_secret.setdefault(field, value)
             merge_patch(doc, patch)
         new_secret = merge_patch(copy.deepcopy(stored_secret), secret_patch)
-        new_body = old_body if body is MISSING else (body or "")
+        new_body = with_newline(old_body if body is MISSING else (body or ""))
+        old_body = with_newline(old_body) if old_body is not None else old_body  # a missing last newline is no change
 
         refuse_secret_values(home, to_plain(doc), new_body)
         full = {**to_plain(doc), **new_secret}
