@@ -285,7 +285,7 @@ def test_every_front_door_offers_exactly_the_runs_tools(home, tmp_path):
     bad = fw("tool", "call", "--run", run["run_id"], "mcp__fake__echo", "--args", '{"nope": 1}')
     assert bad.json["error"]["code"] == "invalid", bad
     skill = fw("tool", "call", "--run", run["run_id"], "skill__notes")
-    assert json.loads(skill.stdout)["text"] == "the text"
+    assert json.loads(skill.stdout)["text"] == "the text\n"  # fw ends a skill file with a newline
 
     async def over_mcp():
         params = StdioServerParameters(command=fw_bin(), args=["mcp", "serve", "--run", run["run_id"]],

@@ -89,7 +89,6 @@ CASES = {
     "deleting a principal in use": (lambda h: with_binding(h), ["principal", "delete", "bot"]),
     "a stale confirmation": (None, ["resource", "delete", "provider", "p1", "--recursive", "--confirm", "provider/p1"]),
     "a malformed run id": (None, ["run", "show", "not-a-run"]),
-    "--home after the command": (None, ["resource", "list", "agent", "--home", "HOME"]),
 }
 
 

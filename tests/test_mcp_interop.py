@@ -192,7 +192,7 @@ def test_a_started_run_keeps_the_definitions_it_started_with(home):
     agent(mcps=["raw"], prompt="p")
     run = fwj("run", "start", "--agent", "a1")
     frozen = run["snapshot"]
-    assert frozen["prompt"]["body"] == "Be brief." and frozen["model"]["data"]["model_id"] == "model-x"
+    assert frozen["prompt"]["body"] == "Be brief.\n" and frozen["model"]["data"]["model_id"] == "model-x"
     assert frozen["provider"]["data"]["api_key_set"] is True and CANARY not in json.dumps(run)
     assert "env" not in frozen["mcps"]["raw"]["data"] and TOKEN not in (home / "runs" / f"{run['run_id']}.json").read_text()
 
@@ -210,7 +210,7 @@ def test_an_agent_run_reads_its_prompt_and_model_from_the_snapshot():
     with ChatServer([{"content": "ok"}]) as server:
         agent(server.base_url, prompt="p")
         fwj("agent", "run", "a1", "--message", "hi")
-    assert server.requests[0]["json"]["messages"][0] == {"role": "system", "content": "Frozen prompt."}
+    assert server.requests[0]["json"]["messages"][0] == {"role": "system", "content": "Frozen prompt.\n"}
     assert server.requests[0]["json"]["model"] == "model-x"
 
 

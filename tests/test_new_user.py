@@ -196,15 +196,10 @@ def test_mcp_serve_from_a_pipe_prints_no_note(home):
 
 
 @pytest.mark.parametrize("args", [["resource", "list", "agent", "--home", "HOME"], ["agent", "list", "--home=HOME"], ["resource", "--home", "HOME", "list", "agent"]])
-def test_home_after_the_command_shows_the_corrected_command(home, args):
+def test_home_after_the_command_is_taken(home, args, monkeypatch):
+    monkeypatch.delenv("FW_HOME")
     args = [a.replace("HOME", str(home)) for a in args]
-    error = fwj(*args, code=2)["error"]
-    assert error["code"] == "usage" and "--home is a root option" in error["message"]
-    corrected = error["corrected"].split()[1:]
-    assert corrected[0].startswith("--home")
-    assert fw(*corrected).exit_code == 0
-    human = fw(*args).stderr
-    assert f"`{error['corrected'].removesuffix(' --json')}`" in human, human
+    assert "items" in fwj(*args)
 
 
 # -- messages in plain words -------------------------------------------------------------------
@@ -306,7 +301,7 @@ def test_agent_edit_says_unchanged_and_shows_the_groups(home):
     assert same.stdout.startswith("Unchanged: agent a1") and "Built-in tool groups: resource_management." in same.stdout
     assert fwj("agent", "edit", "a1", "--description", "x")["changed"] is True
     assert fwj("agent", "edit", "a1", "--description", "x")["changed"] is False
-    assert "Built-in tool groups: none." in fw("agent", "edit", "a1", "--builtin-tool", "task_collaboration", "--remove-builtin-tool", "task_collaboration").stdout
+    assert "Built-in tool groups: none." in fw("agent", "edit", "a1", "--builtin-tool", "").stdout
 
 
 def test_audit_list_piped_keeps_every_name_whole(home):

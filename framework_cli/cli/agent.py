@@ -11,6 +11,8 @@ from ..domain.agents import agent_show
 from ..domain.resources import resource_list, resource_write
 from ..suggest import plural
 from .common import (
+    DURATION_HELP,
+    DryRunOpt,
     complete_agent,
     complete_category,
     complete_group,
@@ -18,6 +20,11 @@ from .common import (
     complete_resource_of,
     complete_unmounted_group,
     home_of,
+    listed,
+    maybe_dry,
+    parse_duration,
+    refuse_add_and_remove,
+    render_dry_run,
 )
 from .output import JsonOpt, emit, read_text_arg
 from .resource import render_activation, render_list, render_resource, render_written
@@ -28,16 +35,20 @@ NameArg = Annotated[str, typer.Argument(help="The agent's name.", show_default=F
 NewNameArg = Annotated[str, typer.Argument(help="The new agent's name.", show_default=False)]
 ModelOpt = Annotated[Optional[str], typer.Option("--model", autocompletion=complete_resource_of("model"), help="The model it uses ('' clears it).")]
 PromptOpt = Annotated[Optional[str], typer.Option("--prompt", autocompletion=complete_resource_of("prompt"), help="Its prompt ('' clears it).")]
-SkillOpt = Annotated[Optional[list[str]], typer.Option("--skill", autocompletion=complete_resource_of("skill"), help="A skill it uses (repeat; replaces the list).")]
-McpOpt = Annotated[Optional[list[str]], typer.Option("--mcp", autocompletion=complete_resource_of("mcp"), help="An MCP server it uses (repeat; replaces the list).")]
+SkillOpt = Annotated[Optional[list[str]], typer.Option("--skill", autocompletion=complete_resource_of("skill"), help="A skill it uses (repeat, or a,b; replaces the list; '' clears it).")]
+McpOpt = Annotated[Optional[list[str]], typer.Option("--mcp", autocompletion=complete_resource_of("mcp"), help="An MCP server it uses (repeat, or a,b; replaces the list; '' clears it).")]
+AddSkillOpt = Annotated[Optional[list[str]], typer.Option("--add-skill", autocompletion=complete_resource_of("skill"), help="Use this skill too (repeat).")]
+RemoveSkillOpt = Annotated[Optional[list[str]], typer.Option("--remove-skill", autocompletion=complete_resource_of("skill"), help="Stop using this skill (repeat).")]
+AddMcpOpt = Annotated[Optional[list[str]], typer.Option("--add-mcp", autocompletion=complete_resource_of("mcp"), help="Use this MCP server too (repeat).")]
+RemoveMcpOpt = Annotated[Optional[list[str]], typer.Option("--remove-mcp", autocompletion=complete_resource_of("mcp"), help="Stop using this MCP server (repeat).")]
 HarnessOpt = Annotated[Optional[str], typer.Option("--harness", autocompletion=complete_resource_of("harness"), help="The harness that runs it ('' clears it).")]
 DescOpt = Annotated[Optional[str], typer.Option("--description", help="What it is for.")]
 ExecOpt = Annotated[Optional[bool], typer.Option("--execution/--no-execution", help="Allow local execution (with the local_execution group).")]
 CategoryOpt = Annotated[Optional[str], typer.Option("--category", help="Category to place it in, or move it to.", autocompletion=complete_category)]
 ListCategoryOpt = Annotated[Optional[str], typer.Option("--category", help="Only this category; default: every category.", autocompletion=complete_category)]
 GroupsHelp = "resource_management, task_collaboration or local_execution"
-BuiltinOpt = Annotated[Optional[list[str]], typer.Option("--builtin-tool", help=f"Mount exactly these groups (repeat; replaces the set): {GroupsHelp}.", autocompletion=complete_group)]
-EventOpt = Annotated[Optional[list[str]], typer.Option("--event", help="A chat-platform event type or pattern it handles, e.g. message.* (repeat; replaces the list; '' clears it).")]
+BuiltinOpt = Annotated[Optional[list[str]], typer.Option("--builtin-tool", help=f"Mount exactly these groups (repeat, or a,b; replaces the set; '' unmounts all): {GroupsHelp}.", autocompletion=complete_group)]
+EventOpt = Annotated[Optional[list[str]], typer.Option("--event", help="A chat-platform event type or pattern it handles, e.g. message.* (repeat, or a,b; replaces the list; '' clears it).")]
 PlatformToolOpt = Annotated[Optional[list[str]], typer.Option("--platform-tool", help="A platform_ tool its event runs may be offered (repeat; replaces the list; '' clears it). See `fw tool catalogue`.")]
 AddEventOpt = Annotated[Optional[list[str]], typer.Option("--add-event", help="Handle this event type or pattern too (repeat).")]
 RemoveEventOpt = Annotated[Optional[list[str]], typer.Option("--remove-event", help="Stop handling this event type or pattern (repeat).")]
@@ -45,16 +56,12 @@ AddPlatformToolOpt = Annotated[Optional[list[str]], typer.Option("--add-platform
 RemovePlatformToolOpt = Annotated[Optional[list[str]], typer.Option("--remove-platform-tool", help="Stop allowing this platform_ tool (repeat).")]
 
 
-def _fields(model, prompt, skill, mcp, harness, description, execution) -> dict[str, Any]:
+def _fields(model, prompt, harness, description, execution) -> dict[str, Any]:
     """The flags given, as a merge patch: '' clears a single reference."""
     patch: dict[str, Any] = {}
     for key, value in (("model", model), ("prompt", prompt), ("harness", harness), ("description", description)):
         if value is not None:
             patch[key] = value or None
-    if skill is not None:
-        patch["skills"] = skill
-    if mcp is not None:
-        patch["mcps"] = mcp
     if execution is not None:
         patch["execution"] = {"enabled": execution}
     return patch
@@ -75,18 +82,19 @@ def create(
     description: DescOpt = None,
     execution: ExecOpt = None,
     category: CategoryOpt = None,
+    dry_run: DryRunOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Create an agent. It is configured, not running: bind an identity to it to enable it."""
-    from ..domain.agent_fields import given  # lazy: start-up speed
-
-    data = _fields(model, prompt, skill, mcp, harness, description, execution)
-    if builtin_tool is not None:
-        data["builtin_tools"] = builtin_tool
-    for field, values in (("events", given(event)), ("allowed_platform_tools", given(platform_tool))):
+    data = _fields(model, prompt, harness, description, execution)
+    for field, values in (("skills", skill), ("mcps", mcp), ("builtin_tools", builtin_tool)):
+        if values is not None:
+            data[field] = listed(values)
+    for field, values in (("events", listed(event)), ("allowed_platform_tools", listed(platform_tool))):
         if values:
             data[field] = values
-    doc = resource_write(home_of(ctx), "agent", name, data, create=True, category=category)
+    home = home_of(ctx)
+    doc = maybe_dry(home, dry_run, lambda: resource_write(home, "agent", name, data, create=True, category=category))
     emit(doc, as_json, lambda c: render_written(c, doc, "Created"))
 
 
@@ -100,7 +108,11 @@ def edit(
     model: ModelOpt = None,
     prompt: PromptOpt = None,
     skill: SkillOpt = None,
+    add_skill: AddSkillOpt = None,
+    remove_skill: RemoveSkillOpt = None,
     mcp: McpOpt = None,
+    add_mcp: AddMcpOpt = None,
+    remove_mcp: RemoveMcpOpt = None,
     harness: HarnessOpt = None,
     description: DescOpt = None,
     execution: ExecOpt = None,
@@ -111,29 +123,38 @@ def edit(
     add_platform_tool: AddPlatformToolOpt = None,
     remove_platform_tool: RemovePlatformToolOpt = None,
     category: CategoryOpt = None,
+    dry_run: DryRunOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Change an agent. Only the flags given change; a change applies from the next run."""
     from ..domain.agent_fields import agent_edit_lists  # lazy: start-up speed
 
-    patch = _fields(model, prompt, skill, mcp, harness, description, execution)
-    lists = {"events": (event, add_event or (), remove_event or ()),
-             "allowed_platform_tools": (platform_tool, add_platform_tool or (), remove_platform_tool or ())}
-    doc = agent_edit_lists(
-        home_of(ctx),
-        name,
-        patch,
-        lists,
-        builtin_set=builtin_tool,
-        builtin_add=add_builtin_tool or (),
-        builtin_remove=remove_builtin_tool or (),
-        category=category,
-    )
+    patch = _fields(model, prompt, harness, description, execution)
+    flags = {  # field -> (flag, replacement, to add, to remove)
+        "skills": ("skill", skill, add_skill, remove_skill),
+        "mcps": ("mcp", mcp, add_mcp, remove_mcp),
+        "events": ("event", event, add_event, remove_event),
+        "allowed_platform_tools": ("platform-tool", platform_tool, add_platform_tool, remove_platform_tool),
+        "builtin_tools": ("builtin-tool", builtin_tool, add_builtin_tool, remove_builtin_tool),
+    }
+    lists = {}
+    for field, (flag, replace, add, remove) in flags.items():
+        replace, add, remove = listed(replace), listed(add) or [], listed(remove) or []
+        refuse_add_and_remove(flag, [*(replace or []), *add], remove)
+        lists[field] = (replace, add, remove)
+    builtin_set, builtin_add, builtin_remove = lists.pop("builtin_tools")
+    home = home_of(ctx)
+    doc = maybe_dry(home, dry_run, lambda: agent_edit_lists(
+        home, name, patch, lists, builtin_set=builtin_set, builtin_add=builtin_add, builtin_remove=builtin_remove, category=category,
+    ))
     emit(doc, as_json, lambda c: render_edited(c, doc))
 
 
 def render_edited(console: Any, doc: dict[str, Any]) -> None:
     """What an edit left: saved or unchanged, and the groups mounted now."""
+    if doc.get("dry_run"):
+        render_dry_run(console, doc)
+        return
     if doc.get("changed", True):
         render_written(console, doc, "Saved")
     else:
@@ -168,7 +189,7 @@ def run(
     message_file: Annotated[Optional[str], typer.Option("--message-file", metavar="PATH", help="Read the message from this file.")] = None,
     principal: Annotated[Optional[str], typer.Option("--principal", help="Run as this principal (a managed run: its binding must run this agent and be enabled).")] = None,
     max_rounds: Annotated[Optional[int], typer.Option("--max-rounds", metavar="N", help="Stop after N model calls (default: the binding's limit, else none).")] = None,
-    timeout: Annotated[float, typer.Option("--timeout", metavar="SECONDS", help="How long to wait for each model answer.")] = 60.0,
+    timeout: Annotated[str, typer.Option("--timeout", metavar="DURATION", help=f"How long to wait for each model answer: {DURATION_HELP}.")] = "60s",
     as_json: JsonOpt = False,
 ) -> None:
     """Run an agent on one message: start a run, let its model call the run's tools until it
@@ -183,8 +204,8 @@ def run(
     # On a terminal the answer shows as it arrives; JSON and pipes get it whole, as before.
     printer = None if as_json else RunPrinter(stream=sys.stdout.isatty())
     try:
-        doc = agent_run(home, text, agent=name, principal=principal, max_rounds=max_rounds, timeout=timeout,
-                        on_event=printer, stream=bool(printer and printer.stream))
+        doc = agent_run(home, text, agent=name, principal=principal, max_rounds=max_rounds,
+                        timeout=parse_duration(timeout, "--timeout"), on_event=printer, stream=bool(printer and printer.stream))
     finally:
         if printer is not None:
             printer.end_line()  # a failure after some text came: the error starts on a line of its own

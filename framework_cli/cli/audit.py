@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Optional
 
 import typer
 
 from ..tools.audit import audit_list
-from .common import home_of
+from .common import DURATION_HELP, home_of, parse_duration
 from .output import JsonOpt, emit, table
 
 app = typer.Typer(help="Read the audit log of tool calls (shapes of parameters only, never values).")
@@ -17,11 +17,15 @@ app = typer.Typer(help="Read the audit log of tool calls (shapes of parameters o
 def list_(
     ctx: typer.Context,
     limit: Annotated[int, typer.Option("--limit", help="How many of the latest entries.")] = 50,
+    run: Annotated[Optional[str], typer.Option("--run", metavar="RUN", help="Only this run's calls (its id, or the start or end of it).")] = None,
+    tool: Annotated[Optional[str], typer.Option("--tool", help="Only calls of this tool (the name called, e.g. framework_resource_list).")] = None,
+    since: Annotated[Optional[str], typer.Option("--since", metavar="DURATION", help=f"Only calls in the last DURATION: {DURATION_HELP}.")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Show the latest tool calls: time (UTC), caller, run, tool, and the result (ok, or
     the error code of a refused or failed call). On a terminal it fits the width; --json has every field."""
-    doc = audit_list(home_of(ctx), limit)
+    seconds = parse_duration(since, "--since") if since is not None else None
+    doc = audit_list(home_of(ctx), limit, run=run, tool=tool, since=seconds)
     emit(doc, as_json, lambda c: render_audit(c, doc["entries"]))
 
 

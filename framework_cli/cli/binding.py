@@ -12,7 +12,7 @@ from ..domain.identities import (
     binding_list,
 )
 from ..suggest import plural
-from .common import complete_agent, complete_principal, home_of
+from .common import DryRunOpt, complete_agent, complete_principal, home_of, maybe_dry, render_dry_run
 from .output import JsonOpt, emit, table
 
 app = typer.Typer(help="Bind principals to agents; enable, disable and remove bindings.")
@@ -50,11 +50,13 @@ def set_(
     directory: Annotated[Optional[str], typer.Option("--directory", help="Working directory (default: the home).")] = None,
     max_rounds: Annotated[Optional[int], typer.Option("--max-rounds", help="Model-call rounds per task (default: unlimited).")] = None,
     policy: Annotated[Optional[str], typer.Option("--policy", help="mentioned (default) or all.")] = None,
+    dry_run: DryRunOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Create or update a binding. A new binding is enabled; updating a disabled one keeps it disabled."""
-    doc = agent_bind(home_of(ctx), principal, agent, directory, max_rounds, policy)
-    emit(doc, as_json, lambda c: _render(c, doc))
+    home = home_of(ctx)
+    doc = maybe_dry(home, dry_run, lambda: agent_bind(home, principal, agent, directory, max_rounds, policy))
+    emit(doc, as_json, lambda c: render_dry_run(c, doc) if dry_run else _render(c, doc))
 
 
 @app.command("enable")

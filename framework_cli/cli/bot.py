@@ -7,7 +7,16 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from .common import complete_bot, complete_choice, complete_principal, home_of
+from .common import (
+    DryRunOpt,
+    complete_bot,
+    complete_choice,
+    complete_principal,
+    home_of,
+    listed,
+    maybe_dry,
+    render_dry_run,
+)
 from .output import JsonOpt, emit, table
 
 app = typer.Typer(help="Add, list, show, change and remove bots; try a local bot with `fw bot local`.")
@@ -42,6 +51,7 @@ def add(
     url: Annotated[Optional[str], typer.Option("--url", help="onebot: the base URL of its HTTP API; without it, actions go over the reverse WebSocket of `fw bot serve`.")] = None,
     access_token_stdin: Annotated[bool, typer.Option("--access-token-stdin", help="onebot: read its access token from standard input.")] = False,
     description: Annotated[Optional[str], typer.Option("--description", help="What it is for.")] = None,
+    dry_run: DryRunOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Add a bot. A local bot starts online, with every API of the catalogue. A onebot bot
@@ -50,8 +60,9 @@ def add(
     from ..platform.bots import bot_add  # lazy: start-up speed
 
     token = sys.stdin.read().strip() if access_token_stdin else None
-    doc = bot_add(home_of(ctx), name, adapter, principal, url=url, description=description, access_token=token)
-    emit(doc, as_json, lambda c: (c.print(f"Added bot {name}."), _render_bot(c, doc)))
+    home = home_of(ctx)
+    doc = maybe_dry(home, dry_run, lambda: bot_add(home, name, adapter, principal, url=url, description=description, access_token=token))
+    emit(doc, as_json, lambda c: render_dry_run(c, doc) if dry_run else (c.print(f"Added bot {name}."), _render_bot(c, doc)))
 
 
 @app.command("list")
@@ -88,17 +99,19 @@ def remove(ctx: typer.Context, name: NameArg, as_json: JsonOpt = False) -> None:
 def set_(
     ctx: typer.Context,
     name: NameArg,
-    unsupported_api: Annotated[Optional[list[str]], typer.Option("--unsupported-api", metavar="API", help="Withhold this API from its runs (repeat; replaces the list; '' clears it).")] = None,
+    unsupported_api: Annotated[Optional[list[str]], typer.Option("--unsupported-api", metavar="API", help="Withhold this API from its runs (repeat, or a,b; replaces the list; '' clears it).")] = None,
     online: Annotated[Optional[bool], typer.Option("--online/--offline", help="Take a local bot online or offline.", show_default=False)] = None,
     secret_stdin: Annotated[bool, typer.Option("--secret-stdin", help="onebot: read its X-Signature secret from standard input.")] = False,
+    dry_run: DryRunOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Change a bot. Withheld APIs and going offline apply at once, to started runs too."""
     from ..platform.bots import bot_set  # lazy: start-up speed
 
     secret = sys.stdin.read().strip() if secret_stdin else None
-    doc = bot_set(home_of(ctx), name, unsupported_apis=unsupported_api, online=online, secret=secret)
-    emit(doc, as_json, lambda c: _render_bot(c, doc))
+    home = home_of(ctx)
+    doc = maybe_dry(home, dry_run, lambda: bot_set(home, name, unsupported_apis=listed(unsupported_api), online=online, secret=secret))
+    emit(doc, as_json, lambda c: render_dry_run(c, doc) if dry_run else _render_bot(c, doc))
 
 
 @app.command("serve")

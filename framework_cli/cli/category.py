@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from ..domain.resources import category_create, category_delete, category_list
-from .common import KindArg, complete_category, home_of
+from .common import DryRunOpt, KindArg, complete_category, home_of, maybe_dry, render_dry_run
 from .output import JsonOpt, emit, table
 
 app = typer.Typer(help="List, create and delete the categories (sub-folders) of a kind.")
@@ -23,10 +23,11 @@ def list_(ctx: typer.Context, kind: KindArg, as_json: JsonOpt = False) -> None:
 
 
 @app.command("create")
-def create(ctx: typer.Context, kind: KindArg, name: CategoryArg, as_json: JsonOpt = False) -> None:
+def create(ctx: typer.Context, kind: KindArg, name: CategoryArg, dry_run: DryRunOpt = False, as_json: JsonOpt = False) -> None:
     """Create an empty category."""
-    doc = category_create(home_of(ctx), kind, name)
-    emit(doc, as_json, lambda c: c.print(f"Created {kind} category {name!r}."))
+    home = home_of(ctx)
+    doc = maybe_dry(home, dry_run, lambda: category_create(home, kind, name))
+    emit(doc, as_json, lambda c: render_dry_run(c, doc) if dry_run else c.print(f"Created {kind} category {name!r}."))
 
 
 @app.command("delete")

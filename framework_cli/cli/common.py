@@ -174,3 +174,114 @@ KindArg = Annotated[
         autocompletion=complete_kind,
     ),
 ]
+
+
+# -- values of flags: lists and durations, parsed alike everywhere ---------------------------
+def listed(values: Iterable[str] | None) -> list[str] | None:
+    """A repeated flag's values, each split at commas (`--member a,b` is `--member a --member
+    b`); None when the flag was not given, [] for a lone '' (which clears a list)."""
+    if values is None:
+        return None
+    return [part.strip() for value in values for part in value.split(",") if part.strip()]
+
+
+def refuse_add_and_remove(flag: str, chosen: Iterable[str], removed: Iterable[str]) -> None:
+    """`--X A --remove-X A` (or `--add-X A --remove-X A`) asks for two opposite things."""
+    from ..errors import FwError  # lazy: start-up speed
+
+    both = [value for value in dict.fromkeys(chosen) if value in set(removed)]
+    if both:
+        raise FwError("usage", f"{', '.join(both)} is both asked for and removed (--remove-{flag} with --{flag} or --add-{flag})",
+                      f"give {both[0]} with one of the two flags")
+
+
+DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+DURATION_HELP = "90s, 30m, 12h, 7d, 2w; a bare number is seconds"
+
+
+def parse_duration(text: str, flag: str = "") -> float:
+    """`90s`, `30m`, `12h`, `7d`, `2w` (a bare number is seconds) as seconds."""
+    from ..errors import FwError  # lazy: start-up speed
+
+    text = text.strip()
+    number, unit = (text[:-1], text[-1]) if text[-1:] in DURATION_UNITS else (text, "s")
+    try:
+        value = float(number)
+    except ValueError:
+        value = -1.0
+    if not value >= 0 or value == float("inf"):
+        where = f"{flag} " if flag else ""
+        raise FwError("invalid", f"{where}{text!r} is not a duration", f"a number and a unit: {DURATION_HELP}")
+    return value * DURATION_UNITS[unit]
+
+
+def whole_seconds(text: str | None, flag: str) -> int | None:
+    """A duration that must come to whole seconds (a lease)."""
+    from ..errors import FwError  # lazy: start-up speed
+
+    if text is None:
+        return None
+    seconds = parse_duration(text, flag)
+    if seconds != int(seconds):
+        raise FwError("invalid", f"{flag} {text!r} is not a whole number of seconds", "e.g. 90s, 30m or 1h")
+    return int(seconds)
+
+
+# -- --dry-run: the change a write would make, as a unified diff, and nothing written -------
+DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Print the change as a unified diff of the file(s) and write nothing.")]
+
+
+def maybe_dry(home: Home, dry_run: bool, write: Callable[[], dict]) -> dict:
+    """`write()`'s result; with --dry-run, what it would be, plus `dry_run`, `diff` and
+    `files`, while the home stays exactly as it was."""
+    if not dry_run:
+        return write()
+    with home.dry_run() as changes:
+        doc = write()
+    return {**doc, "dry_run": True, "diff": diff_of(changes), "files": [_file_change(c) for c in changes]}
+
+
+def _file_change(change: dict) -> dict:
+    entry = {"path": change["path"], "action": change["action"]}
+    if change["to"]:
+        entry["to"] = change["to"]
+    return entry
+
+
+def _lines(text: str | None) -> list[str]:
+    lines = (text or "").splitlines(keepends=True)
+    if lines and not lines[-1].endswith("\n"):
+        lines[-1] += "\n\\ No newline at end of file\n"
+    return lines
+
+
+def diff_of(changes: list[dict]) -> str:
+    """The changes of a dry run as one unified diff (as `git diff` prints it); a secret file
+    is named, never shown."""
+    import difflib
+
+    out: list[str] = []
+    for change in changes:
+        path, action = change["path"], change["action"]
+        if action == "make_dir":
+            out.append(f"new folder {path}/\n")
+        elif action == "move":
+            out.append(f"rename {path} => {change['to']}\n")
+        elif change["secret"]:
+            out.append(f"{path}: would be {'removed' if action == 'remove' else 'written'} (secret values are never shown)\n")
+        else:
+            before, after = change["before"], change["after"]
+            if before == after:
+                continue
+            old = "/dev/null" if before is None else f"a/{path}"
+            new = "/dev/null" if after is None else f"b/{path}"
+            out += difflib.unified_diff(_lines(before), _lines(after), old, new)
+    return "".join(out)
+
+
+def render_dry_run(console: object, doc: dict) -> None:
+    from rich.text import Text
+
+    diff = doc["diff"]
+    console.print(Text(diff.rstrip("\n")) if diff else "No change: the home already is as asked.")  # type: ignore[attr-defined]
+    console.print(Text("Dry run: nothing was written.", style="dim"))  # type: ignore[attr-defined]

@@ -16,7 +16,43 @@ from ..suggest import plural
 from .common import home_of
 from .output import JsonOpt, emit, json_wanted
 
-app = typer.Typer(help="Create a framework home, or check every file of one.")
+app = typer.Typer(help="Which home is in use and why; create a framework home, or check every file of one.")
+
+ORIGINS = {"--home": "given with --home", "FW_HOME": "from $FW_HOME", "default": "the default (no --home, no $FW_HOME)"}
+
+
+@app.callback(invoke_without_command=True)
+def status(ctx: typer.Context) -> None:
+    """Alone, `fw home` says which home is in use and why (--home, $FW_HOME or the default),
+    what it holds, and `fw home check`'s verdict (exit 0 either way; `fw home check` exits 4
+    on problems)."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from ..errors import FwError  # lazy: start-up speed
+    from ..home.store import home_origin  # lazy: start-up speed
+
+    origin = home_origin((ctx.find_root().obj or {}).get("home"))
+    try:
+        home = home_of(ctx)
+    except FwError as exc:
+        raise FwError(exc.code, f"{exc.message} ({ORIGINS[origin]})", exc.hint, origin=origin, **exc.extra) from None
+    doc = check_home(home)
+    out = {"home": str(home.root.resolve()), "origin": origin, "ok": doc["ok"], "counts": doc["counts"],
+           "problems": len(doc["problems"]), "warnings": len(doc["warnings"])}
+
+    def human(console: Any) -> None:
+        from ..home.kinds import KINDS  # lazy: start-up speed
+
+        console.print(f"Home: {out['home']} ({ORIGINS[origin]})")
+        counted = ", ".join(f"{n} {k if n == 1 else KINDS[k].folder}" for k, n in out["counts"].items() if k in KINDS)
+        console.print(f"Holds: {counted or 'nothing yet'}")
+        if out["ok"]:
+            warned = f" ({plural(out['warnings'], 'warning')})" if out["warnings"] else ""
+            console.print(f"Check: clean{warned}.")
+        else:
+            console.print(f"Check: {plural(out['problems'], 'problem')}; see them with `fw home check`.")
+
+    emit(out, False, human)
 
 
 @app.command("init")

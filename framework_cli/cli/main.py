@@ -125,7 +125,7 @@ class FwGroup(TyperGroup):
         code = 0
         try:
             _refuse_non_text(args)
-            rv = super().main(args, prog_name or "fw", complete_var, standalone_mode=False, **extra)
+            rv = super().main(hoisted(args), prog_name or "fw", complete_var, standalone_mode=False, **extra)
             code = rv if isinstance(rv, int) and not isinstance(rv, bool) else 0
             if code == 130 and _invocation.get("interrupted"):  # typer's answer to a KeyboardInterrupt
                 code = _interrupted(as_json)
@@ -234,7 +234,7 @@ _invocation: dict[str, Any] = {"args": [], "as_json": False, "interrupted": Fals
 def _usage_error(exc: Any, args: list[str], as_json: bool) -> int:
     """Render a click usage error. One rule for codes: a value that is not well-formed is
     `invalid` (exit 4); a missing or unknown command, argument or flag is `usage` (exit 2)."""
-    from typer._click.exceptions import BadParameter, MissingParameter, NoArgsIsHelpError, NoSuchOption
+    from typer._click.exceptions import BadParameter, MissingParameter, NoArgsIsHelpError
 
     command = exc.ctx.command_path if exc.ctx else "fw"
     no_command = isinstance(exc, NoArgsIsHelpError) or exc.message == "Missing command."
@@ -245,8 +245,6 @@ def _usage_error(exc: Any, args: list[str], as_json: bool) -> int:
         names = sorted(getattr(exc.ctx.command, "commands", {}) if exc.ctx else ())
         hint = f"one of: {', '.join(names)}; see `{command} --help`" if names else f"see `{command} --help`"
         error = FwError("usage", f"`{command}` needs a command", hint)
-    elif isinstance(exc, NoSuchOption) and exc.option_name in ROOT_OPTIONS:
-        error = misplaced_root_option(exc.option_name, args)
     elif isinstance(exc, BadParameter) and not isinstance(exc, MissingParameter):
         message = exc.format_message().replace("is not a valid int.", "is not a whole number.")
         error = FwError("invalid", message, f"see `{command} --help`")
@@ -256,29 +254,26 @@ def _usage_error(exc: Any, args: list[str], as_json: bool) -> int:
     return error.exit_code
 
 
-ROOT_OPTIONS = ("--home",)
-
-
-def misplaced_root_option(option: str, args: list[str]) -> FwError:
-    """`fw resource list agent --home H`: the option belongs before the command; say so,
-    with the command line put right."""
-    moved: list[str] = []
+def hoisted(args: list[str]) -> list[str]:
+    """The command line with the global options moved before the command: `--home` and
+    `--json` are taken anywhere (as kubectl, gh and git take theirs), the last `--home` given
+    winning. Nothing after `--` moves: it is an argument."""
+    front: list[str] = []
     rest: list[str] = []
+    as_json = False
     words = iter(args)
     for word in words:
-        if word == option:
-            moved += [word, next(words, "PATH")]
-        elif word.startswith(option + "="):
-            moved.append(word)
+        if word == "--":
+            rest += [word, *words]
+        elif word == "--home":
+            front += [word, *([value] if (value := next(words, None)) is not None else [])]
+        elif word.startswith("--home="):
+            front.append(word)
+        elif word == "--json":
+            as_json = True
         else:
             rest.append(word)
-    corrected = shlex.join(["fw", *moved, *rest])
-    return FwError(
-        "usage",
-        f"{option} is a root option: give it before the command",
-        f"run `{corrected}`",
-        corrected=corrected,
-    )
+    return front + ["--json"] * as_json + rest
 
 
 def with_corrected_command(error: FwError, args: list[str]) -> FwError:
@@ -297,7 +292,7 @@ def with_corrected_command(error: FwError, args: list[str]) -> FwError:
 # Command groups, each a module of this package with its own Typer app.
 GROUPS = (
     "home", "resource", "category", "agent", "principal", "binding", "run", "tool", "mcp", "audit",
-    "session", "message", "memory", "dispatch", "task", "bot", "event", "web",
+    "session", "message", "memory", "dispatch", "task", "turn", "bot", "event", "web",
 )
 
 
@@ -379,9 +374,9 @@ def root(
     ctx: typer.Context,
     home: Annotated[
         Optional[str],
-        typer.Option("--home", metavar="PATH", help="The framework home (default: $FW_HOME, then ~/.fw)."),
+        typer.Option("--home", metavar="PATH", help="The framework home (default: $FW_HOME, then ~/.fw); anywhere on the command line."),
     ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="JSON output for the command that follows.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="JSON output (also FW_JSON=1); anywhere on the command line.")] = False,
     version: Annotated[
         bool, typer.Option("--version", help="Show fw's version and exit.", is_eager=True, expose_value=False, callback=show_version)
     ] = False,
@@ -415,16 +410,17 @@ def requested_group(argv: Sequence[str]) -> str | None:
 
 
 def requested_home(argv: Sequence[str]) -> str | None:
-    """The root option --home, if given before the command."""
+    """The global option --home, wherever it is given (the last one wins)."""
+    found = None
     args = iter(argv)
     for arg in args:
+        if arg == "--":
+            break
         if arg == "--home":
-            return next(args, None)
-        if arg.startswith("--home="):
-            return arg.split("=", 1)[1]
-        if not arg.startswith("-"):
-            return None
-    return None
+            found = next(args, None)
+        elif arg.startswith("--home="):
+            found = arg.split("=", 1)[1]
+    return found
 
 
 def __getattr__(name: str) -> Any:

@@ -443,13 +443,12 @@ def read_text_arg(text: str | None, path: str | None, what: str) -> str:
 
 
 def read_data_arg(value: str, what: str) -> Any:
-    """JSON given inline, as @FILE, or as - (standard input)."""
-    example = "pass a JSON object, e.g. '{\"description\": \"...\"}', @FILE or - for stdin"
+    """JSON or YAML (JSON is YAML) given inline, as @FILE, or as - (standard input): the
+    home's own files are YAML, so `--data @agent.yaml` takes one as it is."""
+    example = "pass a JSON or YAML object, e.g. '{\"description\": \"...\"}', @FILE (.json or .yaml) or - for stdin"
     text = read_text_arg(value, value[1:] if value.startswith("@") else None, what)
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise FwError("invalid", f"{what} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}", example) from None
+        data = _json_or_yaml(text, what, example)
     except RecursionError:
         data = None
         depth = MAX_DEPTH + 1
@@ -458,6 +457,22 @@ def read_data_arg(value: str, what: str) -> Any:
     if depth > MAX_DEPTH:
         raise FwError("invalid", f"{what} is nested more than {MAX_DEPTH} levels deep", example)
     return data
+
+
+def _json_or_yaml(text: str, what: str, example: str) -> Any:
+    """JSON first (the common case, and the fastest); YAML, read as the home's files are
+    (true/false only as booleans, a duplicate key refused), when it is not JSON."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        json_problem = f"{exc.msg} at line {exc.lineno} column {exc.colno}"
+    from ..home.yamlio import YamlProblem, fast_load  # lazy: start-up speed
+
+    try:
+        return fast_load(text)
+    except YamlProblem as exc:
+        looks_like_json = text.lstrip()[:1] in ("{", "[", '"')
+        raise FwError("invalid", f"{what} is not valid JSON or YAML: {json_problem if looks_like_json else exc.message}", example) from None
 
 
 def _depth(data: Any) -> int:

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any, Optional
 
 import typer
 
-from ..domain.identities import principal_create, principal_delete, principal_list
+from ..domain.identities import principal_create, principal_list
 from ..home.store import Home
 from .common import complete_choice, complete_principal, home_of
 from .output import JsonOpt, emit, table
@@ -51,8 +51,23 @@ def _next_step(home: Home, name: str, kind: str) -> str:
 def delete(
     ctx: typer.Context,
     name: Annotated[str, typer.Argument(help="The identity's name.", show_default=False, autocompletion=complete_principal)],
+    recursive: Annotated[bool, typer.Option("--recursive", help="Also take its session memberships, memory and bots (a plan first).")] = False,
+    confirm: Annotated[Optional[str], typer.Option("--confirm", metavar="ITEMS", help="With --recursive: the plan's items, comma-separated, in order.")] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Delete an identity. Refused while a binding uses it: remove the binding first."""
-    doc = principal_delete(home_of(ctx), name)
-    emit(doc, as_json, lambda c: c.print(f"Deleted principal {name}."))
+    """Delete an identity. Refused while a binding uses it (remove the binding first), and
+    while it is a session member, has memory or has a bot: --recursive shows the plan that
+    takes those too, and --confirm carries it out."""
+    from ..runtime.principals import principal_remove  # lazy: start-up speed
+
+    doc = principal_remove(home_of(ctx), name, recursive=recursive, confirm=confirm)
+
+    def human(console: Any) -> None:
+        if doc.get("status") == "plan":
+            console.print(f"Plan: {len(doc['plan'])} items will be deleted, in this order: {', '.join(doc['plan'])}")
+            console.print("Nothing was deleted. To delete exactly this, run:")
+            console.print(f"  fw principal delete {name} --recursive --confirm {doc['confirm']}")
+        else:
+            console.print(f"Deleted principal {name}" + (f" with {', '.join(doc['deleted'][:-1])}." if doc.get("deleted", [])[:-1] else "."))
+
+    emit(doc, as_json, human)

@@ -12,7 +12,16 @@ from ..domain.resources import resource_list, resource_list_all, resource_read, 
 from ..errors import EXIT_CODES, FwError
 from ..home.kinds import KINDS
 from ..suggest import article, plural
-from .common import KindArg, complete_category, complete_kind, complete_reference, home_of
+from .common import (
+    DryRunOpt,
+    KindArg,
+    complete_category,
+    complete_kind,
+    complete_reference,
+    home_of,
+    maybe_dry,
+    render_dry_run,
+)
 from .output import JsonOpt, emit, read_data_arg, read_stdin_text, table
 
 app = typer.Typer(help="List, read, write and delete providers, models, prompts, skills, MCP servers, harnesses and agents.")
@@ -100,17 +109,39 @@ def write(
         typer.Option("--data", metavar="JSON|@FILE|-", help="The definition (with --create) or a JSON merge patch (RFC 7386) of it. A prompt's or skill's text is `body`."),
     ] = None,
     api_key_stdin: Annotated[bool, typer.Option("--api-key-stdin", help="Read a provider's key from standard input, so it never shows in a process list.")] = False,
+    dry_run: DryRunOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Create or update a resource. Without --create the data is a merge patch: only the
     fields given change, `null` removes one. --category places a new resource or moves one."""
     payload = _payload(kind, reference, data, api_key_stdin, category, _command_words(kind, reference, create, category, data))
+    home = home_of(ctx)
     try:
-        doc = resource_write(home_of(ctx), kind, reference, payload, create=create, category=category)
+        doc = maybe_dry(home, dry_run, lambda: resource_write(home, kind, reference, payload, create=create, category=category))
     except FwError as exc:
         raise with_retry_hint(exc, [kind, reference], create, data, category, api_key_stdin) from None
     verb = "Created" if create else "Saved" if doc.get("changed", True) else "Unchanged:"
     emit(doc, as_json, lambda c: render_written(c, doc, verb))
+
+
+@app.command("edit")
+def edit(ctx: typer.Context, kind: KindArg, reference: RefArg, as_json: JsonOpt = False) -> None:
+    """Edit a resource's file in $EDITOR (as `kubectl edit` does): a prompt or skill as its
+    own text, front matter and body. On save it is validated; a refused edit opens again with
+    the error at the top, and nothing is written until it is valid. Save it unchanged, or
+    empty, to cancel."""
+    from ..domain.resources import resource_text  # lazy: start-up speed
+    from .editor import edit_loop  # lazy: start-up speed
+
+    home = home_of(ctx)
+    current = resource_text(home, kind, reference)
+    suffix = ".md" if KINDS[kind].has_body else ".yaml"
+    doc = edit_loop(current["text"], suffix, lambda text: resource_write(home, kind, reference, {}, text=text))
+    if doc is None:
+        doc = {"kind": kind, "name": reference, "category": current["category"], "changed": False, "cancelled": True}
+        emit(doc, as_json, lambda c: c.print(f"Edit cancelled: {kind} {reference} is unchanged."))
+        return
+    emit(doc, as_json, lambda c: render_written(c, doc, "Saved" if doc["changed"] else "Unchanged"))
 
 
 def with_retry_hint(exc: FwError, target: list[str], create: bool, data: Optional[str], category: Optional[str], api_key_stdin: bool) -> FwError:
@@ -169,6 +200,9 @@ def _payload(kind: str, reference: str, data: Optional[str], api_key_stdin: bool
 
 
 def render_written(console: Any, doc: dict[str, Any], verb: str) -> None:
+    if doc.get("dry_run"):
+        render_dry_run(console, doc)
+        return
     console.print(f"{verb} {doc['kind']} {doc['name']} (category {doc['category']}).")
     activation = doc.get("activation")
     if activation:

@@ -9,7 +9,16 @@ import typer
 from ..domain.runs import run_end, run_list, run_prune, run_show
 from ..errors import FwError
 from ..suggest import plural
-from .common import complete_agent, complete_bot, complete_principal, complete_run, home_of
+from .common import (
+    DURATION_HELP,
+    complete_agent,
+    complete_bot,
+    complete_principal,
+    complete_run,
+    home_of,
+    parse_duration,
+    whole_seconds,
+)
 from .output import JsonOpt, emit, json_wanted, render_run_tools, table, write_out
 
 app = typer.Typer(help="Start, show, list and end runs of agents.")
@@ -36,7 +45,7 @@ def start(
     ctx: typer.Context,
     principal: Annotated[Optional[str], typer.Option("--principal", help="A managed run as this principal (its binding must be enabled).", autocompletion=complete_principal)] = None,
     agent: Annotated[Optional[str], typer.Option("--agent", help="An explicit run of this agent, as runtime:AGENT.", autocompletion=complete_agent)] = None,
-    lease: Annotated[Optional[int], typer.Option("--lease", metavar="SECONDS", help="How long the run may act (default 3600).")] = None,
+    lease: Annotated[Optional[str], typer.Option("--lease", metavar="DURATION", help=f"How long the run may act (default 1h): {DURATION_HELP}.")] = None,
     bot: Annotated[Optional[str], typer.Option("--bot", autocompletion=complete_bot, help="With --event: a run for an event that came to this bot (as `fw event handle --no-run`).")] = None,
     event: Annotated[Optional[str], typer.Option("--event", metavar="JSON|@FILE|-", help="With --bot: the event, frozen in the run.")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only the run's id, for scripts: RUN=$(fw run start ... -q).")] = False,
@@ -44,12 +53,13 @@ def start(
     as_json: JsonOpt = False,
 ) -> None:
     """Start a run: the agent's definition and tools are frozen for the run's whole life."""
+    seconds = whole_seconds(lease, "--lease")
     if bot is not None or event is not None:
-        doc = _start_for_event(ctx, principal, agent, lease, bot, event)
+        doc = _start_for_event(ctx, principal, agent, seconds, bot, event)
     else:
         from ..tools.service import start_run  # lazy: start-up speed
 
-        doc = start_run(home_of(ctx), principal=principal, agent=agent, lease=lease)
+        doc = start_run(home_of(ctx), principal=principal, agent=agent, lease=seconds)
     if quiet and not json_wanted(as_json):
         write_out(doc["run_id"])
         return
@@ -77,9 +87,14 @@ def show(ctx: typer.Context, run_id: RunArg, verbose: VerboseOpt = False, as_jso
 
 
 @app.command("list")
-def list_(ctx: typer.Context, as_json: JsonOpt = False) -> None:
-    """List runs."""
-    doc = run_list(home_of(ctx))
+def list_(
+    ctx: typer.Context,
+    status: Annotated[Optional[str], typer.Option("--status", help="Only runs of this status: active, ended, expired or corrupt.")] = None,
+    agent: Annotated[Optional[str], typer.Option("--agent", help="Only runs of this agent.", autocompletion=complete_agent)] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """List runs, oldest first."""
+    doc = run_list(home_of(ctx), status=status, agent=agent)
     cols = ["run_id", "mode", "identity", "agent", "status", "lease_expires_at"]
     emit(doc, as_json, lambda c: table(c, "runs", cols, [[r.get(k) for k in cols] for r in doc["runs"]], "No runs yet. Start one with `fw run start --agent AGENT`."))
 
@@ -91,30 +106,15 @@ def end(ctx: typer.Context, run_id: RunArg, as_json: JsonOpt = False) -> None:
     emit(doc, as_json, lambda c: c.print(f"Run {run_id} has ended."))
 
 
-DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-
-
-def parse_duration(text: str) -> float:
-    """`90s`, `30m`, `12h`, `7d`, `2w` (a bare number is seconds) as seconds."""
-    number, unit = (text[:-1], text[-1]) if text[-1:] in DURATION_UNITS else (text, "s")
-    try:
-        value = float(number)
-    except ValueError:
-        value = -1.0
-    if not value >= 0 or value == float("inf"):
-        raise FwError("invalid", f"{text!r} is not a duration", "a number and a unit: 90s, 30m, 12h, 7d or 2w")
-    return value * DURATION_UNITS[unit]
-
-
 @app.command("prune")
 def prune(
     ctx: typer.Context,
     ended: Annotated[bool, typer.Option("--ended", help="Only runs ended with `fw run end`, not those whose lease ran out.")] = False,
-    older_than: Annotated[Optional[str], typer.Option("--older-than", metavar="DURATION", help="Only runs that stopped longer ago than this: 90s, 30m, 12h, 7d, 2w.")] = None,
+    older_than: Annotated[Optional[str], typer.Option("--older-than", metavar="DURATION", help=f"Only runs that stopped longer ago than this: {DURATION_HELP}.")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Delete the records of runs that can no longer act: ended, or whose lease ran out.
     Active runs, and damaged records (see `fw home check`), are kept."""
-    seconds = parse_duration(older_than) if older_than is not None else None
+    seconds = parse_duration(older_than, "--older-than") if older_than is not None else None
     doc = run_prune(home_of(ctx), ended_only=ended, older_than=seconds)
     emit(doc, as_json, lambda c: c.print(f"Pruned {plural(len(doc['pruned']), 'run')}; kept {doc['kept']}."))

@@ -7,7 +7,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from ..suggest import plural
-from .common import complete_principal, complete_session, home_of
+from .common import complete_principal, complete_session, home_of, listed
 from .output import JsonOpt, emit, table
 
 app = typer.Typer(help="Create, list, show and end sessions: the conversations managed agents are mentioned in and answer.")
@@ -30,13 +30,13 @@ def render_session(console: Any, s: dict[str, Any]) -> None:
 def create(
     ctx: typer.Context,
     name: NameArg,
-    member: Annotated[list[str], typer.Option("--member", help="A principal taking part (repeat).", show_default=False, autocompletion=complete_principal)],
+    member: Annotated[list[str], typer.Option("--member", help="A principal taking part (repeat, or a,b).", show_default=False, autocompletion=complete_principal)],
     title: Annotated[Optional[str], typer.Option("--title", help="What the session is about.")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Create a session with its members. A message that mentions a member agent (@name)
     gives it a turn, which `fw dispatch` runs."""
-    doc = _sessions().session_create(home_of(ctx), name, member, title)
+    doc = _sessions().session_create(home_of(ctx), name, listed(member) or member, title)
     emit(doc, as_json, lambda c: render_session(c, doc["session"]))
 
 
@@ -68,6 +68,33 @@ def end(ctx: typer.Context, name: NameArg, as_json: JsonOpt = False) -> None:
     waiting turns are cancelled."""
     doc = _sessions().session_end(home_of(ctx), name)
     emit(doc, as_json, lambda c: c.print(f"Session {name} has ended; {plural(doc['cancelled_turns'], 'waiting turn')} cancelled."))
+
+
+@app.command("delete")
+def delete(
+    ctx: typer.Context,
+    name: NameArg,
+    confirm: Annotated[Optional[str], typer.Option("--confirm", metavar="ITEMS", help="The plan's item (session/NAME). Without it nothing is deleted.")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Delete a session with its messages and turns, in two steps as every delete: first
+    without --confirm, which prints the plan and deletes nothing; then with --confirm and
+    exactly that plan."""
+    doc = _sessions().session_delete(home_of(ctx), name, confirm)
+
+    def human(console: Any) -> None:
+        what = f"{doc['messages']} message(s) and {doc['turns']} turn(s)"
+        if doc["status"] == "deleted":
+            console.print(f"Deleted session {name} with {what}.")
+            return
+        console.print(f"Plan: session/{name} will be deleted, with {what}.")
+        for block in doc["blocked"]:
+            console.print(f"  blocked: {block['reason']} ({block['detail']}); end the session and let its turns finish first")
+        if not doc["blocked"]:
+            console.print("Nothing was deleted. To delete exactly this, run:")
+            console.print(f"  fw session delete {name} --confirm {doc['confirm']}")
+
+    emit(doc, as_json, human)
 
 
 @app.command("add-member")

@@ -43,18 +43,31 @@ def call(
 def catalogue(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     """List the catalogue of chat-platform tools: event tools (frozen to the event's own ids,
     offered by the events an agent selects) apart from platform tools (the agent names the
-    target; chosen with `allowed_platform_tools`). There is no raw passthrough."""
+    target; chosen with `allowed_platform_tools`). The event patterns show as they are, with
+    the event types fw produces that each fits. There is no raw passthrough."""
     from ..domain.catalogue import catalogue as platform_catalogue  # lazy: start-up speed
 
     doc = platform_catalogue()
 
     def human(console) -> None:
-        event_rows = [[t["name"], t["api"], t["risk"], ", ".join(t["event_patterns"]), t["target"]] for t in doc["event_tools"]]
-        table(console, "event tools", ["name", "api", "risk", "events", "frozen target"], event_rows, "", titled=True)
+        console.print(f"Event types fw produces: {', '.join(doc['event_types'])}.")
+        event_rows = [[t["name"], t["api"], t["risk"], ", ".join(_marked(t)), t["target"]] for t in doc["event_tools"]]
+        table(console, "event tools", ["name", "api", "risk", "event patterns", "frozen target"], event_rows, "", titled=True)
+        if any(t["unproduced_patterns"] for t in doc["event_tools"]):
+            console.print(f"{NOT_PRODUCED}: the pattern matches no event type fw produces, so no event offers the tool that way "
+                          "and an agent's events cannot select it.")
         platform_rows = [[t["name"], t["api"], t["risk"], _parameters(t["input_schema"])] for t in doc["platform_tools"]]
         table(console, "platform tools", ["name", "api", "risk", "parameters"], platform_rows, "", titled=True)
 
     emit(doc, as_json, human)
+
+
+NOT_PRODUCED = "(not produced)"
+
+
+def _marked(tool: dict) -> list[str]:
+    """The tool's patterns as they are, each that no produced event type matches marked."""
+    return [f"{p} {NOT_PRODUCED}" if p in tool["unproduced_patterns"] else p for p in tool["event_patterns"]]
 
 
 def _parameters(schema: dict) -> str:

@@ -1,5 +1,5 @@
-"""An agent's platform fields, `events` and `allowed_platform_tools`, edited from the command
-line: a list given replaces the field (a lone '' clears it), and single entries are added or
+"""An agent's list fields (`skills`, `mcps`, `events`, `allowed_platform_tools`) edited from the
+command line: a list given replaces the field (a lone '' clears it), and single entries are added or
 removed, all under the home's lock so that concurrent edits all land."""
 
 from __future__ import annotations

@@ -150,7 +150,9 @@ def describe_tool(tool: PlatformTool) -> dict[str, Any]:
     doc: dict[str, Any] = {"name": tool.name, "api": tool.api, "risk": tool.risk, "description": tool.description,
                            "input_schema": tool.input_schema}
     if tool.is_event_tool:
-        doc.update(event_patterns=list(tool.patterns), target=tool.target)
+        doc.update(event_patterns=list(tool.patterns), target=tool.target,
+                   produced_event_types=[t for t in EVENT_TYPES if tool.fits(t)],
+                   unproduced_patterns=[p for p in tool.patterns if not any(fnmatchcase(t, p) for t in EVENT_TYPES)])
     return doc
 
 
@@ -160,7 +162,7 @@ def catalogue() -> dict[str, Any]:
         "event_tools": [describe_tool(t) for t in EVENT_TOOLS],
         "platform_tools": [describe_tool(t) for t in PLATFORM_TOOLS],
         "apis": list(APIS),
-        "event_types": list(EVENT_TYPES),
+        "event_types": list(EVENT_TYPES),  # the types fw produces: the only ones an event of fw can have
     }
 
 

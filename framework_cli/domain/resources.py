@@ -153,6 +153,29 @@ def resource_read(home: Home, kind: str, reference: str) -> dict[str, Any]:
     return shown(home, spec, reference, category, plain, body)
 
 
+def with_newline(text: str | None) -> str:
+    """Text as fw writes it: ending with a newline, as a text file does (empty stays empty)."""
+    return text if not text or text.endswith("\n") else text + "\n"
+
+
+def resource_text(home: Home, kind: str, reference: str) -> dict[str, Any]:
+    """A resource's file as it is on disk (front matter and body for a prompt or skill),
+    for editing it whole: `resource_write(..., text=...)` takes it back."""
+    spec = kind_spec(kind)
+    check_reference(home, spec, reference)
+    category, rel = find_one(home, spec, reference)
+    return {"kind": kind, "name": reference, "category": category, "path": rel, "text": home.read_text(rel) or ""}
+
+
+def _edited_text(spec: KindSpec, text: str) -> tuple[Any, str | None]:
+    """The document and body of a whole file given by the user: unreadable is `invalid` (it
+    is their input, not the home's file)."""
+    try:
+        return load_for_edit(text, "the edited text", has_body=spec.has_body)
+    except FwError as exc:
+        raise FwError("invalid", exc.message, "fix the text and save again", **{k: v for k, v in exc.extra.items() if k == "line"}) from None
+
+
 def shown(home: Home, spec: KindSpec, name: str, category: str, plain: dict[str, Any], body: str | None) -> dict[str, Any]:
     """The result document of a read or a write: redacted data, and the body of a text kind."""
     result: dict[str, Any] = {"kind": spec.name, "name": name, "category": category, "data": present(home, spec, name, plain)}
@@ -214,8 +237,11 @@ def resource_write(
     *,
     create: bool = False,
     category: str | None = None,
+    text: str | None = None,
 ) -> dict[str, Any]:
-    """Create (a whole definition, a new name) or update (a JSON merge patch) one resource."""
+    """Create (a whole definition, a new name) or update (a JSON merge patch) one resource.
+    `text` (an update only) replaces the file's whole text instead: what `fw resource edit`
+    saves, comments included."""
     from ..home.models import dump, validate  # lazy: start-up speed
 
     spec = kind_spec(kind)
@@ -265,6 +291,9 @@ def resource_write(
             old_text = home.read_text(old_rel) or ""
             doc, old_body = load_for_edit(old_text, old_rel, has_body=spec.has_body)
             before = to_plain(doc)
+            if text is not None:
+                doc, edited_body = _edited_text(spec, text)
+                body = edited_body or "" if spec.has_body else MISSING
             target_category = category or old_category
             stored_secret = _stored_secret(home, spec, reference, secret_patch)
             for field in spec.secret_fields:  # a secret written into the file by hand moves to secrets/
@@ -277,7 +306,8 @@ def resource_write(
                         stored_secret.setdefault(field, value)
             merge_patch(doc, patch)
         new_secret = merge_patch(copy.deepcopy(stored_secret), secret_patch)
-        new_body = old_body if body is MISSING else (body or "")
+        new_body = with_newline(old_body if body is MISSING else (body or ""))
+        old_body = with_newline(old_body) if old_body is not None else old_body  # a missing last newline is no change
 
         refuse_secret_values(home, to_plain(doc), new_body)
         full = {**to_plain(doc), **new_secret}
@@ -306,9 +336,11 @@ def resource_write(
                 move_from = old_rel.rsplit("/", 1)[0] if spec.layout == "skill" else old_rel
                 move_to = new_rel.rsplit("/", 1)[0] if spec.layout == "skill" else new_rel
                 home.rename(move_from, move_to)
-            if to_plain(doc) != before or new_body != old_body:  # a no-op edit rewrites nothing
+            retexted = text is not None and new_text != old_text  # an edited comment is a change too
+            if to_plain(doc) != before or new_body != old_body or retexted:  # a no-op edit rewrites nothing
                 home.write_text(new_rel, new_text)
         changed = old_rel != new_rel or to_plain(doc) != before or new_body != old_body or new_secret != stored_secret
+        changed = changed or (text is not None and new_text != old_text)
 
         result = shown(home, spec, reference, target_category, plain, new_body)
         result["changed"] = changed

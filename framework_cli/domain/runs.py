@@ -370,7 +370,19 @@ def run_show(home: Home, run_id: str) -> dict[str, Any]:
     return present(load_run(home, resolve_run_id(home, run_id)))
 
 
-def run_list(home: Home) -> dict[str, Any]:
+RUN_STATUSES = ("active", "ended", "expired", "corrupt")
+
+
+def run_list(home: Home, status: str | None = None, agent: str | None = None) -> dict[str, Any]:
+    """Every run record, oldest id first; only those of a `status` or an `agent` when given."""
+    if status is not None and status not in RUN_STATUSES:
+        suggestion = did_you_mean(status, RUN_STATUSES)
+        raise FwError("invalid", f"unknown run status {status!r}", hint_with(suggestion, f"one of: {', '.join(RUN_STATUSES)}"), **suggestion)
+    runs = _all_runs(home)
+    return {"runs": [r for r in runs if (status is None or r["status"] == status) and (agent is None or r.get("agent") == agent)]}
+
+
+def _all_runs(home: Home) -> list[dict[str, Any]]:
     import os
 
     runs = []
@@ -387,7 +399,7 @@ def run_list(home: Home) -> dict[str, Any]:
             runs.append({"run_id": name[:-5], "status": "corrupt", "error": {"code": exc.code, "message": exc.message, "path": f"{RUNS}/{name}"}})
             continue
         runs.append({k: record[k] for k in ("run_id", "mode", "identity", "agent", "status", "started_at", "lease_expires_at", "fingerprint")})
-    return {"runs": runs}
+    return runs
 
 
 def run_end(home: Home, run_id: str) -> dict[str, Any]:

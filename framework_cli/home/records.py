@@ -239,6 +239,8 @@ def load_for_edit(text: str, rel: str, *, has_body: bool = False) -> tuple[Any, 
         front = text
         if has_body:
             front, body = split_front_matter(text)
+        if front.strip():
+            fast_load(front)  # a broken file is reported in the reader's words, on write as on read
         doc = rt_load(front) if front.strip() else None
     except YamlProblem as exc:
         raise FwError("corrupt", f"{rel}: {exc.message}", fix_hint(rel), path=rel, line=exc.line) from None

@@ -44,6 +44,11 @@ def is_home(root: Path) -> bool:
     return root.is_dir() and all((root / d).is_dir() for d in HOME_MARKER_DIRS)
 
 
+def home_origin(option: str | None) -> str:
+    """Why this home: `--home` given, else `FW_HOME` set, else the `default` (~/.fw)."""
+    return "--home" if option else "FW_HOME" if os.environ.get("FW_HOME") else "default"
+
+
 def resolve_home_path(option: str | None) -> Path:
     raw = option or os.environ.get("FW_HOME") or str(Path.home() / ".fw")
     return Path(raw).expanduser()
@@ -59,6 +64,8 @@ class Home:
         self._dirty_indexes: set[str] = set()
         self._trusted_indexes: set[str] = set()  # read as fw wrote them: no entry needs checking
         self._checked: set[str] = set()  # entries of other indexes checked (or made) by this process
+        self._planned: dict[str, str | None] | None = None  # a dry run: path -> text it would hold (None: gone)
+        self._changes: list[dict[str, Any]] = []  # a dry run's changes, in order
 
     # -- opening -------------------------------------------------------------------------
     @classmethod
@@ -96,12 +103,38 @@ class Home:
                 os.close(self._lock_fd)  # closing releases the flock
                 self._lock_fd = None
 
+    # -- dry runs: every write is recorded instead of made -------------------------------
+    @contextmanager
+    def dry_run(self) -> Iterator[list[dict[str, Any]]]:
+        """Inside, writes change nothing on disk: each is recorded as `{"action", "path",
+        "before", "after", "secret"}` (a later read sees it, so the code that writes runs as
+        it would). The list is what would have changed."""
+        self._planned, self._changes = {}, []
+        try:
+            yield self._changes
+        finally:
+            self._planned = None
+
+    @property
+    def is_dry_run(self) -> bool:
+        return self._planned is not None
+
+    def _record(self, action: str, rel: str, after: str | None, *, secret: bool = False, to: str | None = None) -> None:
+        assert self._planned is not None
+        before = self.read_text(rel)
+        self._changes.append({"action": action, "path": rel, "to": to, "before": before, "after": after, "secret": secret})
+        self._planned[rel] = after
+        if to is not None:
+            self._planned[to] = before
+
     def _require_lock(self) -> None:
         if self._lock_depth == 0:
             raise RuntimeError("home writes must hold the lock")
 
     # -- reading -------------------------------------------------------------------------
     def read_text(self, rel: str) -> str | None:
+        if self._planned is not None and rel in self._planned:
+            return self._planned[rel]
         try:
             with open(self.root / rel, encoding="utf-8") as handle:
                 return handle.read()
@@ -111,12 +144,17 @@ class Home:
             return NOT_TEXT  # a folder where a file belongs is as unreadable as binary data
 
     def exists(self, rel: str) -> bool:
+        if self._planned is not None and rel in self._planned:
+            return self._planned[rel] is not None
         return (self.root / rel).exists()
 
     # -- writing -------------------------------------------------------------------------
     def write_text(self, rel: str, text: str, *, secret: bool = False) -> None:
         """Atomically replace `rel` with `text`: temp file, fsync, os.replace, fsync dir."""
         self._require_lock()
+        if self._planned is not None:
+            self._record("write", rel, text, secret=secret)
+            return
         import tempfile
 
         target = self.root / rel
@@ -166,6 +204,9 @@ class Home:
 
     def remove(self, rel: str) -> None:
         self._require_lock()
+        if self._planned is not None:
+            self._record("remove", rel, None, secret=rel.startswith(SECRETS_DIR + "/"))
+            return
         target = self.root / rel
         if target.is_dir():
             import shutil
@@ -180,6 +221,9 @@ class Home:
 
     def rename(self, src: str, dst: str) -> None:
         self._require_lock()
+        if self._planned is not None:
+            self._record("move", src, None, to=dst)
+            return
         target = self.root / dst
         self._make_dirs(target.parent, secret=False)
         os.replace(self.root / src, target)
@@ -188,6 +232,10 @@ class Home:
 
     def make_dir(self, rel: str) -> None:
         self._require_lock()
+        if self._planned is not None:
+            if not (self.root / rel).is_dir():
+                self._changes.append({"action": "make_dir", "path": rel, "to": None, "before": None, "after": None, "secret": False})
+            return
         (self.root / rel).mkdir(parents=True, exist_ok=True)
 
     def leftovers(self, rel: str) -> list[str]:
@@ -327,6 +375,8 @@ class Home:
 
     def save_index(self) -> None:
         """Write the index files that changed. A home we may not write is simply not cached."""
+        if self._planned is not None:
+            return  # a dry run leaves even the cache as it was
         dirty, self._dirty_indexes = self._dirty_indexes, set()
         for name in sorted(dirty):
             files = self._indexes[name]

@@ -91,6 +91,8 @@ def bot_add(home: Home, name: str, adapter: str, principal: str, *, url: str | N
         edit_record(home, "bot", bot_rel(name), data)  # validated (the url too) before the token is stored
         if access_token:
             secrets.save(home, BOT_SECRETS, name, {"access_token": access_token})
+    if home.is_dry_run:  # state.db is not the home's files: a dry run leaves it alone too
+        return {"name": name, **data, "created": True}
     if adapter == "local":
         adapter_of(home, name, data).set_online(True)  # a new bot starts online
     return {**bot_show(home, name), "created": True}
@@ -158,6 +160,6 @@ def bot_set(home: Home, name: str, *, unsupported_apis: list[str] | None = None,
             edit_record(home, "bot", bot_rel(name), {"unsupported_apis": wanted or None})
         if secret is not None:
             secrets.save(home, BOT_SECRETS, name, {**secrets.load(home, BOT_SECRETS, name), "secret": secret})
-        if online is not None:
+        if online is not None and not home.is_dry_run:
             adapter_of(home, name, bot).set_online(online)
     return bot_show(home, name)

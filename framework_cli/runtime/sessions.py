@@ -448,3 +448,33 @@ def memory_delete(home: Home, principal: str, key: str) -> dict[str, Any]:
     if not deleted:
         raise _no_memory(store_keys(home, principal), principal, key)
     return {"key": key, "deleted": True}
+
+
+# -- deleting a session: plan, then exact confirmation, as deletes are --------------------------
+def session_delete(home: Home, name: str, confirm: str | None = None) -> dict[str, Any]:
+    """Without `confirm`, the plan (the session, with how many messages and turns go with it)
+    and nothing deleted; with `confirm` equal to the plan's item, the session, its members,
+    messages and turns are deleted. A session with a running turn is blocked (end it, let the
+    turn finish, then delete)."""
+    item = f"session/{name}"
+    with store_for(home) as store, store.transaction():
+        _session(store, name)
+        count = {table: store.one(f"SELECT count(*) AS n FROM {table} WHERE session = ?", (name,))["n"]  # type: ignore[index]
+                 for table in ("messages", "turns")}
+        running = store.one("SELECT count(*) AS n FROM turns WHERE session = ? AND status = ?", (name, RUNNING))["n"]  # type: ignore[index]
+        blocked = [{"item": item, "reason": "running", "detail": f"{running} turn(s) running"}] if running else []
+        plan = {"status": "plan", "plan": [item], "blocked": blocked, "messages": count["messages"], "turns": count["turns"], "confirm": item}
+        if confirm is None:
+            return plan
+        if [c.strip() for c in confirm.split(",") if c.strip()] != [item]:
+            raise FwError("stale_confirmation", f"--confirm {confirm!r} is not this plan ({item})",
+                          f"confirm exactly the plan: `fw session delete {name} --confirm {item}`", plan=[item], blocked=blocked)
+        if blocked:
+            raise FwError("protected", f"session {name!r} has {running} running turn(s)",
+                          f"end it first (`fw session end {name}`), let the turn finish, then delete it", blocked=blocked)
+        for table in ("turns", "messages", "members"):
+            store.execute(f"DELETE FROM {table} WHERE session = ?", (name,))
+        store.execute("UPDATE tasks SET status = ?, error = ?, ended_at = ? WHERE session = ? AND status IN (?, ?)",
+                      (CANCELLED, "session_deleted", now_iso(), name, PENDING, BACKLOG))
+        store.execute("DELETE FROM sessions WHERE name = ?", (name,))
+        return {"status": "deleted", "deleted": [item], "messages": count["messages"], "turns": count["turns"]}

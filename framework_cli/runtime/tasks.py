@@ -19,6 +19,7 @@ from ..home import secrets
 from ..home.kinds import check_name
 from ..home.store import Home
 from ..state.store import now_iso
+from ..suggest import did_you_mean, hint_with
 from . import work
 from .sessions import BACKLOG, CANCELLED, DONE, FAILED, MAX_HOP, OPEN, PENDING, RUNNING, Claim, store_for
 
@@ -106,11 +107,23 @@ def task_show(home: Home, task_id: int) -> dict[str, Any]:
         return {"task": present(_task(store, task_id))}
 
 
-def task_list(home: Home, identity: str | None = None, role: str | None = None) -> dict[str, Any]:
+STATUSES = (PENDING, BACKLOG, RUNNING, DONE, FAILED, CANCELLED)
+
+
+def task_list(home: Home, identity: str | None = None, role: str | None = None, *,
+              status: str | None = None, principal: str | None = None) -> dict[str, Any]:
     """Every task (the Manager, the operator), or an identity's: those it created, those
-    assigned to it, or both."""
+    assigned to it, or both; only those of a `status`, or assigned to a `principal`, when given."""
     if role not in (None, "created", "assigned"):
         raise FwError("invalid", "role is created or assigned", "e.g. --role created")
+    if status is not None and status not in STATUSES:
+        suggestion = did_you_mean(status, STATUSES)
+        raise FwError("invalid", f"unknown task status {status!r}", hint_with(suggestion, f"one of: {', '.join(STATUSES)}"), **suggestion)
+    found = _task_rows(home, identity, role)
+    return {"tasks": [t for t in found if (status is None or t["status"] == status) and (principal is None or t["principal"] == principal)]}
+
+
+def _task_rows(home: Home, identity: str | None, role: str | None) -> list[dict[str, Any]]:
     with store_for(home) as store:
         if identity is None:
             rows = store.all("SELECT * FROM tasks ORDER BY id")
@@ -120,7 +133,7 @@ def task_list(home: Home, identity: str | None = None, role: str | None = None) 
             rows = store.all("SELECT * FROM tasks WHERE principal = ? ORDER BY id", (identity,))
         else:
             rows = store.all("SELECT * FROM tasks WHERE created_by = ? OR principal = ? ORDER BY id", (identity, identity))
-    return {"tasks": [present(r) for r in rows]}
+    return [present(r) for r in rows]
 
 
 def task_cancel(home: Home, task_id: int, by: str | None = None) -> dict[str, Any]:

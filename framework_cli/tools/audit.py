@@ -74,16 +74,49 @@ def record(
             os.close(fd)
 
 
-def audit_list(home: Home, limit: int = 50) -> dict[str, Any]:
+def audit_list(home: Home, limit: int = 50, *, run: str | None = None, tool: str | None = None,
+               since: float | None = None) -> dict[str, Any]:
+    """The latest `limit` entries, oldest first; only a run's (its id, or a unique start or
+    end of it, as the listing shows runs), a tool's, or those of the last `since` seconds."""
     if not isinstance(limit, int) or limit < 1:
 
         raise FwError("invalid", "the limit must be a whole number, at least 1", "e.g. --limit 20")
     text = home.read_text(AUDIT_FILE) or ""
+    cutoff = None
+    if since is not None:
+        from datetime import datetime, timedelta, timezone
+
+        cutoff = datetime.now(timezone.utc) - timedelta(seconds=since)
     entries = []
-    for line in text.splitlines()[-limit:]:
+    for line in text.splitlines():
         try:
             entry = json.loads(line)
         except ValueError:
             entry = None
-        entries.append(entry if isinstance(entry, dict) else {"corrupt_line": True})
-    return {"entries": entries}
+        if not isinstance(entry, dict):
+            entry = {"corrupt_line": True}
+        if _selected(entry, run, tool, cutoff):
+            entries.append(entry)
+    return {"entries": entries[-limit:]}
+
+
+def _selected(entry: dict[str, Any], run: str | None, tool: str | None, cutoff: Any) -> bool:
+    if run is None and tool is None and cutoff is None:
+        return True
+    if entry.get("corrupt_line"):
+        return False
+    run_id = str(entry.get("run_id") or "")
+    if run is not None and not (run_id == run or (run_id.startswith("run-") and (run_id.endswith(run) or run_id.startswith(run)))):
+        return False
+    if tool is not None and entry.get("tool") != tool:
+        return False
+    return cutoff is None or _time(entry.get("time")) >= cutoff
+
+
+def _time(stamp: Any) -> Any:
+    from datetime import datetime, timezone
+
+    try:
+        return datetime.fromisoformat(str(stamp).replace("Z", "+00:00"))
+    except ValueError:
+        return datetime.min.replace(tzinfo=timezone.utc)

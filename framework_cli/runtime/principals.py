@@ -1,0 +1,80 @@
+"""Deleting a principal leaves nothing of it behind. What a principal holds outside its file
+(session memberships and memory in state.db, bots whose events it handles) refuses the
+delete (`in_use`, naming each), or, with `recursive`, goes with it once the plan is
+confirmed, so a principal created again under the same name inherits nothing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..domain.bots import bot_names, bot_rel, load_bot
+from ..domain.identities import no_principal, principal_delete
+from ..errors import FwError
+from ..home.kinds import check_name
+from ..home.store import Home
+from ..state.store import now_iso
+from .sessions import BACKLOG, CANCELLED, PENDING, store_for
+
+
+def holdings(home: Home, name: str) -> list[str]:
+    """What `name` holds besides its file, as plan items: `session/S` (a membership),
+    `memory/NAME` (its memory), `bot/B` (a bot handing it events)."""
+    items: list[str] = []
+    if (home.root / "state.db").exists():
+        with store_for(home) as store:
+            items += [f"session/{r['session']}" for r in store.all("SELECT session FROM members WHERE principal = ? ORDER BY session", (name,))]
+            if store.one("SELECT 1 AS x FROM memory WHERE principal = ? LIMIT 1", (name,)):
+                items.append(f"memory/{name}")
+    for bot in bot_names(home):
+        try:
+            if load_bot(home, bot).get("principal") == name:
+                items.append(f"bot/{bot}")
+        except FwError:
+            continue  # a damaged bot file: `fw home check` names it
+    return items
+
+
+def principal_remove(home: Home, name: str, *, recursive: bool = False, confirm: str | None = None) -> dict[str, Any]:
+    """`fw principal delete`: refused while the principal is in use; with `recursive`, a
+    plan (its holdings, then the principal), carried out only when `confirm` is that plan."""
+    check_name(name, "principal name")
+    with home.locked():
+        if not home.exists(f"principals/{name}.yaml"):
+            raise no_principal(home, name, "see them with `fw principal list`")
+        principal_delete_check(home, name)
+        held = holdings(home, name)
+        if not held:
+            return principal_delete(home, name)
+        plan = [*held, f"principal/{name}"]
+        if not recursive:
+            raise FwError("in_use", f"principal {name!r} is in use: {', '.join(held)}",
+                          f"see what a delete would take with `fw principal delete {name} --recursive`", items=held)
+        if confirm is None:
+            return {"status": "plan", "plan": plan, "confirm": ",".join(plan)}
+        given = [c.strip() for c in confirm.split(",") if c.strip()]
+        if given != plan:
+            raise FwError("stale_confirmation", f"--confirm does not match the plan computed now ({', '.join(plan)})",
+                          f"confirm exactly the plan: `fw principal delete {name} --recursive --confirm {','.join(plan)}`", plan=plan)
+        _forget(home, name, held)
+        principal_delete(home, name)
+    return {"status": "deleted", "deleted": plan}
+
+
+def principal_delete_check(home: Home, name: str) -> None:
+    """A binding still blocks: it is removed on its own (`fw binding remove`), never as a side effect."""
+    if home.exists(f"bindings/{name}.yaml"):
+        raise FwError("in_use", f"principal {name!r} is in use: a binding makes it run an agent",
+                      f"remove the binding first: `fw binding remove {name}`", items=[f"binding/{name}"])
+
+
+def _forget(home: Home, name: str, held: list[str]) -> None:
+    if (home.root / "state.db").exists():
+        with store_for(home) as store, store.transaction():
+            store.execute("DELETE FROM members WHERE principal = ?", (name,))
+            store.execute("DELETE FROM memory WHERE principal = ?", (name,))
+            for table in ("turns", "tasks"):
+                store.execute(f"UPDATE {table} SET status = ?, error = ?, ended_at = ? WHERE principal = ? AND status IN (?, ?)",
+                              (CANCELLED, "principal_deleted", now_iso(), name, PENDING, BACKLOG))
+    for item in held:
+        if item.startswith("bot/"):
+            home.remove(bot_rel(item[4:]))

@@ -1,0 +1,76 @@
+"""Issue 21, item 20: a deleted principal lingers nowhere. The delete is refused (`in_use`,
+naming each) while the principal is a session member, has memory or has a bot; --recursive
+plans taking them too and --confirm carries the plan out; created again, it inherits nothing."""
+
+from __future__ import annotations
+
+import json
+
+from conftest import CANARY, fw, fwj, snapshot
+
+
+def setup(home):
+    """bob (an agent) with memory, a session s2 with alice, and a bot handing bob its events."""
+    fwj("resource", "write", "provider", "p1", "--create", "--data", json.dumps({"base_url": "http://127.0.0.1:9/v1", "api_key": CANARY}))
+    fwj("resource", "write", "model", "m1", "--create", "--data",
+        json.dumps({"provider": "p1", "model_id": "m", "capabilities": {"tool_call": True}}))
+    fwj("agent", "create", "a1", "--model", "m1")
+    fwj("principal", "create", "alice", "--kind", "user")
+    fwj("principal", "create", "bob", "--kind", "agent")
+    fwj("binding", "set", "bob", "--agent", "a1")
+    run = fwj("run", "start", "--principal", "bob")["run_id"]
+    fw("tool", "call", "--run", run, "framework_memory_write", "--args", '{"key": "k", "value": "remembered"}')
+    fwj("run", "end", run)
+    fwj("session", "create", "s2", "--member", "alice,bob")
+    fwj("bot", "add", "desk", "--adapter", "local", "--principal", "bob")
+    fwj("binding", "remove", "bob")
+
+
+def test_a_principal_in_use_is_not_deleted_and_the_error_names_each_use(home):
+    setup(home)
+    before = snapshot(home)
+    error = fwj("principal", "delete", "bob", code=6)["error"]
+    assert error["code"] == "in_use" and error["items"] == ["session/s2", "memory/bob", "bot/desk"]
+    assert "--recursive" in error["hint"]
+    assert snapshot(home) == before
+    assert fwj("message", "post", "s2", "--as", "bob", "still here")["message"]["author"] == "bob"
+
+
+def test_recursive_plans_first_then_deletes_exactly_the_plan(home):
+    setup(home)
+    before = snapshot(home)
+    plan = fwj("principal", "delete", "bob", "--recursive")
+    assert plan["status"] == "plan" and plan["plan"] == ["session/s2", "memory/bob", "bot/desk", "principal/bob"]
+    assert snapshot(home) == before
+    stale = fwj("principal", "delete", "bob", "--recursive", "--confirm", "principal/bob", code=6)["error"]
+    assert stale["code"] == "stale_confirmation" and stale["plan"] == plan["plan"]
+    assert snapshot(home) == before
+    done = fwj("principal", "delete", "bob", "--recursive", "--confirm", plan["confirm"])
+    assert done == {"status": "deleted", "deleted": plan["plan"]}
+    assert fwj("session", "show", "s2")["session"]["members"] == ["alice"]
+    assert fwj("bot", "list")["bots"] == []
+    r = fw("message", "post", "s2", "--as", "bob", "ghost", "--json")
+    assert r.exit_code in (3, 5) and r.json["error"]["code"] in ("not_found", "denied"), r
+
+
+def test_a_principal_created_again_inherits_nothing(home):
+    setup(home)
+    plan = fwj("principal", "delete", "bob", "--recursive")["confirm"]
+    fwj("principal", "delete", "bob", "--recursive", "--confirm", plan)
+    fwj("principal", "create", "bob", "--kind", "agent")
+    assert fwj("memory", "list", "bob")["keys"] == []
+    assert fwj("session", "show", "s2")["session"]["members"] == ["alice"]
+    assert fwj("message", "post", "s2", "--as", "bob", "hi", code=5)["error"]["code"] == "denied"
+    assert fwj("bot", "list")["bots"] == []
+
+
+def test_a_principal_that_holds_nothing_is_deleted_at_once(home):
+    fwj("principal", "create", "carol", "--kind", "user")
+    assert fwj("principal", "delete", "carol") == {"principal": "carol", "deleted": True}
+
+
+def test_a_binding_still_blocks_first(home):
+    setup(home)
+    fwj("binding", "set", "bob", "--agent", "a1")
+    error = fwj("principal", "delete", "bob", "--recursive", code=6)["error"]
+    assert error["code"] == "in_use" and error["items"] == ["binding/bob"]

@@ -1,0 +1,113 @@
+"""Issue 21, item 15: `fw resource edit KIND REF` opens the file in $EDITOR, validates on save,
+reopens with the error at the top, writes nothing until the text is valid, and cancels on an
+unchanged or emptied file. The editor here is a small script that plays the user."""
+
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+
+import pytest
+
+from conftest import fw, fwj, make_basics, snapshot
+
+# The "user": each time the editor opens, it logs what it was shown, then applies the next
+# of the steps given in FW_TEST_STEPS (a JSON list of [old, new] replacements, or "empty").
+EDITOR = textwrap.dedent("""
+    import json, os, sys
+    path = sys.argv[1]
+    state = os.environ["FW_TEST_STATE"]
+    seen = json.load(open(state)) if os.path.exists(state) else []
+    text = open(path, encoding="utf-8").read()
+    seen.append(text)
+    json.dump(seen, open(state, "w"))
+    step = json.loads(os.environ["FW_TEST_STEPS"])[len(seen) - 1]
+    if step == "empty":
+        text = ""
+    elif step != "keep":
+        text = text.replace(step[0], step[1])
+    open(path, "w", encoding="utf-8").write(text)
+""")
+
+
+@pytest.fixture
+def editor(tmp_path, monkeypatch):
+    script = tmp_path / "editor.py"
+    script.write_text(EDITOR)
+    state = tmp_path / "seen.json"
+    monkeypatch.setenv("EDITOR", f"{sys.executable} {script}")
+    monkeypatch.delenv("VISUAL", raising=False)
+    monkeypatch.setenv("FW_TEST_STATE", str(state))
+
+    def run(*steps, args=("agent", "a1")):
+        monkeypatch.setenv("FW_TEST_STEPS", json.dumps(list(steps)))
+        if state.exists():
+            state.unlink()
+        result = fw("resource", "edit", *args)
+        return result, json.loads(state.read_text()) if state.exists() else []
+
+    return run
+
+
+def test_an_edit_is_validated_and_saved_with_its_comment(home, editor):
+    make_basics()
+    result, seen = editor(["model: m1", "model: m1  # the small one\ndescription: tidy"])
+    assert result.exit_code == 0 and "Saved agent a1" in result.stdout, result
+    assert seen == ["model: m1\n"]
+    text = (home / "agents/default/a1.yaml").read_text()
+    assert "# the small one" in text and "description: tidy" in text
+
+
+def test_a_refused_edit_reopens_with_the_error_on_top_and_writes_nothing_until_valid(home, editor, tmp_path):
+    make_basics()
+    before = (home / "agents/default/a1.yaml").read_bytes()
+    result, seen = editor(["model: m1", "model: nope"], ["model: nope", "model: m1\ndescription: fixed"])
+    assert result.exit_code == 0, result
+    assert len(seen) == 2
+    assert seen[1].startswith("# fw: the edit was not saved: ") and "nope" in seen[1].splitlines()[0]
+    assert "model: nope" in seen[1]  # what the user typed is kept
+    text = (home / "agents/default/a1.yaml").read_text()
+    assert "description: fixed" in text and "# fw:" not in text
+    assert before != text.encode()
+
+
+def test_a_refused_edit_saved_again_unchanged_gives_up_and_writes_nothing(home, editor):
+    make_basics()
+    before = snapshot(home)
+    result, seen = editor(["model: m1", "model: [broken"], "keep")
+    assert result.exit_code == 4 and "nothing was written" in result.stderr, result
+    assert len(seen) == 2 and snapshot(home) == before
+
+
+@pytest.mark.parametrize("step", ["keep", "empty"])
+def test_an_unchanged_or_emptied_file_cancels(home, editor, step):
+    make_basics()
+    before = snapshot(home)
+    result, _ = editor(step)
+    assert result.exit_code == 0 and "cancelled" in result.stdout, result
+    assert snapshot(home) == before
+
+
+def test_a_prompt_edits_as_the_files_own_text(home, editor):
+    fwj("resource", "write", "prompt", "p1", "--create", "--data", json.dumps({"description": "d", "body": "Be brief.\n"}))
+    result, seen = editor(["Be brief.", "Be brief.\nAnd kind."], args=("prompt", "p1"))
+    assert result.exit_code == 0, result
+    assert seen[0].startswith("---\n") and "Be brief." in seen[0]
+    assert fwj("resource", "read", "prompt", "p1")["body"] == "Be brief.\nAnd kind.\n"
+
+
+def test_an_editor_that_fails_writes_nothing(home, monkeypatch):
+    make_basics()
+    monkeypatch.setenv("EDITOR", "false")
+    monkeypatch.delenv("VISUAL", raising=False)
+    before = snapshot(home)
+    result = fw("resource", "edit", "agent", "a1", "--json")
+    assert result.exit_code == 2 and result.json["error"]["code"] == "usage", result
+    assert snapshot(home) == before
+
+
+def test_editing_a_missing_resource_is_not_found(home, editor):
+    make_basics()
+    result, seen = editor("keep", args=("agent", "a2"))
+    assert result.exit_code == 3 and seen == [], result

@@ -1,0 +1,47 @@
+"""Issue 21, item 14: YAML is taken wherever JSON is (JSON is YAML): --data, --args, --event."""
+
+from __future__ import annotations
+
+import json
+
+from conftest import CANARY, fw, fwj, make_basics, snapshot
+
+
+def test_data_takes_a_yaml_file_such_as_the_homes_own(home, tmp_path):
+    make_basics()
+    spec = tmp_path / "agent.yaml"
+    spec.write_text("# a comment\nmodel: m1\ndescription: no\nbuiltin_tools:\n  - resource_management\n")
+    doc = fwj("resource", "write", "agent", "a2", "--create", "--data", f"@{spec}")
+    assert doc["data"]["description"] == "no"  # read as the home's files are: only true/false are booleans
+    assert doc["data"]["builtin_tools"] == ["resource_management"]
+
+
+def test_data_takes_yaml_inline_and_on_stdin(home):
+    make_basics()
+    assert fwj("resource", "write", "agent", "a1", "--data", "description: inline")["data"]["description"] == "inline"
+    assert fwj("resource", "write", "agent", "a1", "--data", "-", input="description: piped\n")["data"]["description"] == "piped"
+
+
+def test_args_take_yaml(home):
+    make_basics()
+    doc = json.loads(fw("tool", "call", "--manager", "resource_list", "--args", "kind: agent").stdout)
+    assert [item["name"] for item in doc["items"]] == ["a1"]
+
+
+def test_an_event_takes_yaml(home):
+    make_basics()
+    fwj("principal", "create", "p1", "--kind", "agent")
+    fwj("binding", "set", "p1", "--agent", "a1")
+    fwj("bot", "add", "desk", "--adapter", "local", "--principal", "p1")
+    doc = fwj("event", "handle", "desk", "--event", "type: friend.request_received\nactor: {id: bob}\nrequest_id: r1\n")
+    assert doc == {"handled": False, "reason": "event_not_selected"}
+
+
+def test_text_that_is_neither_is_invalid_and_changes_nothing(home):
+    make_basics()
+    before = snapshot(home)
+    r = fw("resource", "write", "agent", "a1", "--data", "description: [unclosed " + CANARY)
+    assert r.exit_code == 4 and r.stderr.startswith("Error: --data is not valid JSON or YAML: line "), r
+    r = fw("resource", "write", "agent", "a1", "--data", "a: 1\na: 2\n", "--json")
+    assert r.exit_code == 4 and "duplicate key 'a'" in r.json["error"]["message"], r
+    assert snapshot(home) == before
