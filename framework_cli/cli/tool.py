@@ -8,7 +8,7 @@ import typer
 
 from ..tools.service import call_tool, caller_for, list_tools
 from .common import complete_run, complete_tool, home_of
-from .output import JsonOpt, emit, print_json, read_data_arg, table
+from .output import JsonOpt, emit, print_json, read_data_arg, table, wrapped
 
 app = typer.Typer(help="List and call built-in tools as the Manager (--manager) or as a run (--run RUN).")
 
@@ -50,12 +50,12 @@ def catalogue(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     doc = platform_catalogue()
 
     def human(console) -> None:
-        console.print(f"Event types fw produces: {', '.join(doc['event_types'])}.")
+        console.print(wrapped(f"Event types fw produces: {', '.join(doc['event_types'])}.", console, ""))
         event_rows = [[t["name"], t["api"], t["risk"], ", ".join(_marked(t)), t["target"]] for t in doc["event_tools"]]
         table(console, "event tools", ["name", "api", "risk", "event patterns", "frozen target"], event_rows, "", titled=True)
         if any(t["unproduced_patterns"] for t in doc["event_tools"]):
-            console.print(f"{NOT_PRODUCED}: the pattern matches no event type fw produces, so no event offers the tool that way "
-                          "and an agent's events cannot select it.")
+            console.print(wrapped(f"{NOT_PRODUCED}: the pattern matches no event type fw produces, so no event offers the tool "
+                                  "that way and an agent's events cannot select it.", console, ""))
         platform_rows = [[t["name"], t["api"], t["risk"], _parameters(t["input_schema"])] for t in doc["platform_tools"]]
         table(console, "platform tools", ["name", "api", "risk", "parameters"], platform_rows, "", titled=True)
 
