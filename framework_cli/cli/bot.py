@@ -124,6 +124,11 @@ def say(
         console.print(f"{from_} said message {doc['event']['message']['id']} {where}.")
         render_handled(console, doc)
 
+    if doc.get("run") and "gateway_token" in doc["run"]:
+        from .run import emit_started  # lazy: start-up speed
+
+        emit_started(doc, doc["run"], as_json, human)
+        return
     emit(doc, as_json, human)
 
 

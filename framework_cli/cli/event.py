@@ -38,6 +38,11 @@ def handle(
     raw = read_data_arg(event, "--event")
     home = home_of(ctx)
     doc = handle_event(home, bot, raw, run=not no_run, on_event=None if json_wanted(as_json) else run_progress)
+    if doc.get("handled") and "gateway_token" in doc["run"]:
+        from .run import emit_started  # lazy: start-up speed
+
+        emit_started(doc, doc["run"], as_json, lambda c: render_handled(c, doc))
+        return
     emit(doc, as_json, lambda c: render_handled(c, doc))
 
 
@@ -51,6 +56,8 @@ def render_handled(console: Any, doc: dict[str, Any]) -> None:
     result = doc.get("result")
     if result is None:
         console.print(f"  waiting for a runner: `fw mcp serve --run {run['run_id']}` or `fw tool call --run {run['run_id']} ...`")
+        if "gateway_token" in run:
+            console.print(f"  or over HTTP: `fw mcp serve --http`, with the gateway token (shown only now): {run['gateway_token']}")
         return
     replied = any(c["name"] == "event_reply" and c["outcome"] == "ok" for c in result["tool_calls"])
     console.print(f"  {result['status']}, {result['rounds']} round(s), {len(result['tool_calls'])} tool call(s)")

@@ -50,10 +50,18 @@ def json_wanted(flag: bool = False) -> bool:
     return flag or _root_json or os.environ.get("FW_JSON", "") not in ("", "0", "false", "no")
 
 
-def write_out(text: str, *, err: bool = False) -> None:
+# Where a value printed once (a run's gateway token) stands in a document until it is written:
+# everything else is redacted first, and then the value takes its place.
+SHOWN_ONCE = "@@fw-shown-once@@"
+
+
+def write_out(text: str, *, err: bool = False, reveal: str | None = None) -> None:
     stream = sys.stderr if err else sys.stdout
+    text = redact(text)
+    if reveal is not None:
+        text = text.replace(SHOWN_ONCE, reveal)
     try:
-        stream.write(redact(text))
+        stream.write(text)
         if not text.endswith("\n"):
             stream.write("\n")
         stream.flush()
@@ -72,8 +80,8 @@ def _reader_went_away(stream: Any) -> None:
         pass  # not a real file (an in-process test runner): nothing to flush at exit
 
 
-def print_json(doc: Any) -> None:
-    write_out(json_text(doc))
+def print_json(doc: Any, reveal: str | None = None) -> None:
+    write_out(json_text(doc), reveal=reveal)
 
 
 _SCALARS = frozenset((str, int, float, bool, type(None)))
@@ -131,7 +139,7 @@ def json_text(value: Any, depth: int = 0) -> str:
     return "[\n" + ",\n".join(parts) + f"\n{pad}]"
 
 
-def rich_text(render: Callable[[Any], None], *, err: bool = False) -> None:
+def rich_text(render: Callable[[Any], None], *, err: bool = False, reveal: str | None = None) -> None:
     """Render with rich into a buffer, redact, then write: rich never writes a secret out."""
     import io
     import shutil
@@ -145,15 +153,16 @@ def rich_text(render: Callable[[Any], None], *, err: bool = False) -> None:
     # markup off: a user's "[/red]" is text, never a tag; styles come as rich Text
     console = Console(file=buf, force_terminal=tty, width=width, highlight=False, soft_wrap=True, markup=False)
     render(console)
-    write_out(on_this_home(buf.getvalue()), err=err)
+    write_out(on_this_home(buf.getvalue()), err=err, reveal=reveal)
 
 
-def emit(doc: Any, as_json: bool, human: Callable[[Any], None]) -> None:
-    """Print a result: the document itself in JSON mode, `human(console)` otherwise."""
+def emit(doc: Any, as_json: bool, human: Callable[[Any], None], reveal: str | None = None) -> None:
+    """Print a result: the document itself in JSON mode, `human(console)` otherwise. With
+    `reveal`, that value replaces SHOWN_ONCE in what is printed, after redaction."""
     if json_wanted(as_json):
-        print_json(doc)
+        print_json(doc, reveal)
     else:
-        rich_text(human)
+        rich_text(human, reveal=reveal)
 
 
 def emit_error(error: FwError, as_json: bool) -> None:

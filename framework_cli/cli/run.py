@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from typing import Annotated, Any, Optional
 
 import typer
@@ -10,7 +11,7 @@ from ..domain.runs import run_end, run_list, run_prune, run_show
 from ..errors import FwError
 from ..suggest import plural
 from .common import complete_agent, complete_principal, home_of
-from .output import JsonOpt, emit, json_wanted, table, write_out
+from .output import SHOWN_ONCE, JsonOpt, emit, json_wanted, table, write_out
 
 app = typer.Typer(help="Start, show, list and end runs of agents.")
 
@@ -23,12 +24,31 @@ def _render(console: Any, doc: dict[str, Any]) -> None:
     console.print(f"  lease until {doc['lease_expires_at']}")
     tools = ", ".join(doc["tools"]) or "none (no group mounted, or the model cannot call tools)"
     console.print(f"  tools: {tools}")
+    console.print(f"  runner: {describe_runner(doc.get('runner'))}")
+    if "gateway_token" in doc:
+        console.print(f"  gateway token (shown only now): {doc['gateway_token']}")
+        console.print("  serve it with `fw mcp serve --http`; a runner sends it as Authorization: Bearer TOKEN")
     stripped = doc.get("invisible_characters_stripped") or []
     if stripped:
         names = ", ".join(f"{s['name']} ({s['characters']})" for s in stripped)
         console.print(f"  invisible characters (zero-width or bidirectional controls) were stripped from: {names}")
     if isinstance(doc.get("event"), dict):
         console.print(f"  for event {doc['event'].get('type')} on bot {doc.get('bot')}")
+
+
+def describe_runner(runner: Any) -> str:
+    """`fw's model loop`, or the external program a harness names."""
+    if not isinstance(runner, dict) or runner.get("type") != "external":
+        return "local (fw's own model loop" + (f", harness {runner['harness']})" if isinstance(runner, dict) and runner.get("harness") else ")")
+    return f"external (harness {runner.get('harness')}: {shlex.join(runner.get('command') or [])})"
+
+
+def emit_started(doc: dict[str, Any], run: dict[str, Any], as_json: bool, human: Any) -> None:
+    """Print a run just started, its gateway token with it: the only time the token is shown."""
+    token = run.pop("gateway_token", None)
+    if token is not None:
+        run["gateway_token"] = SHOWN_ONCE
+    emit(doc, as_json, human, reveal=token)
 
 
 @app.command("start")
@@ -52,7 +72,7 @@ def start(
     if quiet and not json_wanted(as_json):
         write_out(doc["run_id"])
         return
-    emit(doc, as_json, lambda c: _render(c, doc))
+    emit_started(doc, doc, as_json, lambda c: _render(c, doc))
 
 
 def _start_for_event(ctx: typer.Context, principal: Optional[str], agent: Optional[str], lease: Optional[int],
@@ -67,7 +87,7 @@ def _start_for_event(ctx: typer.Context, principal: Optional[str], agent: Option
         raise FwError("usage", "a run for an event needs --principal, --bot and --event (and no --agent)",
                       "e.g. fw run start --principal P --bot B --event @event.json")
     doc = handle_event(home_of(ctx), bot, read_data_arg(event, "--event"), run=False, principal=principal, lease=lease)
-    emit(doc, as_json, lambda c: render_handled(c, doc))
+    emit_started(doc, doc.get("run") or {}, as_json, lambda c: render_handled(c, doc))
 
 
 @app.command("show")
