@@ -139,7 +139,7 @@ def show(ctx: typer.Context, name: NameArg, as_json: JsonOpt = False) -> None:
     def human(console: Any) -> None:
         render_resource(console, doc)
         render_activation(console, doc["activation"])
-        from .run import describe_runner  # lazy: start-up speed
+        from .output import describe_runner  # lazy: start-up speed
 
         console.print(f"Runner: {describe_runner(doc['runner'])}" + (f" ({doc['runner']['error']})" if doc["runner"].get("error") else ""))
 

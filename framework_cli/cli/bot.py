@@ -125,7 +125,7 @@ def say(
         render_handled(console, doc)
 
     if doc.get("run") and "gateway_token" in doc["run"]:
-        from .run import emit_started  # lazy: start-up speed
+        from .output import emit_started  # lazy: start-up speed
 
         emit_started(doc, doc["run"], as_json, human)
         return

@@ -39,7 +39,7 @@ def handle(
     home = home_of(ctx)
     doc = handle_event(home, bot, raw, run=not no_run, on_event=None if json_wanted(as_json) else run_progress)
     if doc.get("handled") and "gateway_token" in doc["run"]:
-        from .run import emit_started  # lazy: start-up speed
+        from .output import emit_started  # lazy: start-up speed
 
         emit_started(doc, doc["run"], as_json, lambda c: render_handled(c, doc))
         return

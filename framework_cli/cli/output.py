@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import sys
 from collections.abc import Callable
 from typing import Annotated, Any
@@ -163,6 +164,21 @@ def emit(doc: Any, as_json: bool, human: Callable[[Any], None], reveal: str | No
         print_json(doc, reveal)
     else:
         rich_text(human, reveal=reveal)
+
+
+def describe_runner(runner: Any) -> str:
+    """`fw's model loop`, or the external program a harness names."""
+    if not isinstance(runner, dict) or runner.get("type") != "external":
+        return "local (fw's own model loop" + (f", harness {runner['harness']})" if isinstance(runner, dict) and runner.get("harness") else ")")
+    return f"external (harness {runner.get('harness')}: {shlex.join(runner.get('command') or [])})"
+
+
+def emit_started(doc: dict[str, Any], run: dict[str, Any], as_json: bool, human: Any) -> None:
+    """Print a run just started, its gateway token with it: the only time the token is shown."""
+    token = run.pop("gateway_token", None)
+    if token is not None:
+        run["gateway_token"] = SHOWN_ONCE
+    emit(doc, as_json, human, reveal=token)
 
 
 def emit_error(error: FwError, as_json: bool) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shlex
 from typing import Annotated, Any, Optional
 
 import typer
@@ -11,7 +10,7 @@ from ..domain.runs import run_end, run_list, run_prune, run_show
 from ..errors import FwError
 from ..suggest import plural
 from .common import complete_agent, complete_principal, home_of
-from .output import SHOWN_ONCE, JsonOpt, emit, json_wanted, table, write_out
+from .output import JsonOpt, describe_runner, emit, emit_started, json_wanted, table, write_out
 
 app = typer.Typer(help="Start, show, list and end runs of agents.")
 
@@ -34,21 +33,6 @@ def _render(console: Any, doc: dict[str, Any]) -> None:
         console.print(f"  invisible characters (zero-width or bidirectional controls) were stripped from: {names}")
     if isinstance(doc.get("event"), dict):
         console.print(f"  for event {doc['event'].get('type')} on bot {doc.get('bot')}")
-
-
-def describe_runner(runner: Any) -> str:
-    """`fw's model loop`, or the external program a harness names."""
-    if not isinstance(runner, dict) or runner.get("type") != "external":
-        return "local (fw's own model loop" + (f", harness {runner['harness']})" if isinstance(runner, dict) and runner.get("harness") else ")")
-    return f"external (harness {runner.get('harness')}: {shlex.join(runner.get('command') or [])})"
-
-
-def emit_started(doc: dict[str, Any], run: dict[str, Any], as_json: bool, human: Any) -> None:
-    """Print a run just started, its gateway token with it: the only time the token is shown."""
-    token = run.pop("gateway_token", None)
-    if token is not None:
-        run["gateway_token"] = SHOWN_ONCE
-    emit(doc, as_json, human, reveal=token)
 
 
 @app.command("start")
