@@ -152,18 +152,19 @@ def test_run_start_with_a_bot_and_an_event_is_event_handle_no_run(home):
     event = json.dumps({"type": "message.received", "actor": {"id": "alice"}, "group": {"id": "g1"}, "message": {"id": "m1", "text": "hi"}})
     started = fwj("run", "start", "--principal", "p1", "--bot", "desk", "--event", event, "--lease", "60")
     handled = fwj("event", "handle", "desk", "--event", event, "--no-run")
-    for doc in (started, handled):
-        assert doc["handled"] is True and doc["run"]["status"] == "active" and "result" not in doc
-        assert doc["run"]["event"]["message"] == {"id": "m1", "text": "hi"}
-    assert started["run"]["lease_seconds"] == 60
-    assert started["run"]["tools"] == handled["run"]["tools"]
+    assert handled["handled"] is True and "result" not in handled
+    for run in (started, handled["run"]):  # run start prints the run as `fw run start --json` does
+        assert run["status"] == "active" and run["event"]["message"] == {"id": "m1", "text": "hi"}
+    assert started["lease_seconds"] == 60
+    assert started["tools"] == handled["run"]["tools"]
     wrong = fw("run", "start", "--principal", "p2", "--bot", "desk", "--event", event, "--json")
     assert wrong.exit_code == 4 and wrong.json["error"]["field"] == "principal"
     for args in (["--principal", "p1", "--bot", "desk"], ["--agent", "a1", "--bot", "desk", "--event", event]):
         r = fw("run", "start", *args, "--json")
         assert r.exit_code == 2 and r.json["error"]["code"] == "usage", r
     not_selected = json.dumps({"type": "group.member_left", "actor": {"id": "x"}, "group": {"id": "g1"}})
-    assert fwj("run", "start", "--principal", "p1", "--bot", "desk", "--event", not_selected) == {"handled": False, "reason": "event_not_selected"}
+    refused = fwj("run", "start", "--principal", "p1", "--bot", "desk", "--event", not_selected, code=5)["error"]
+    assert (refused["code"], refused["reason"]) == ("denied", "event_not_selected")
 
 
 # -- the projection's reasons, each from a case built for it ------------------------------------

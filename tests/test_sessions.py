@@ -206,7 +206,7 @@ def test_six_processes_posting_at_once_lose_nothing_and_keep_their_order(home):
 
 
 def test_two_agents_answering_each_other_stop_at_the_hop_limit(home):
-    with ChatServer([{"content": "over to you"}], repeat_last=True) as server:
+    with ChatServer([{"content": "@ping @pong over to you"}], repeat_last=True) as server:  # each mentions the other
         setup(server.base_url, "ping", "pong", policy="all")
         fwj("session", "create", "s1", "--member", "alice", "--member", "ping", "--member", "pong")
         post("s1", "alice", "@ping start")  # under policy all, both get a turn
@@ -320,8 +320,8 @@ def test_a_dispatcher_killed_mid_claim_blocks_nobody(home):
         with StateStore(home / "state.db") as store, store.transaction():  # as a dispatcher killed before its run began
             store.execute("UPDATE turns SET status = 'running', started_at = '2026-01-01T00:00:00.000Z' WHERE id = 1")
         summary = fwj("dispatch", "--once")
-    assert turns("s1") == [("ops", "failed"), ("ops", "done")]
-    assert summary["turns"]["answered"] == 1
+    assert turns("s1") == [("ops", "done"), ("ops", "done")]  # taken back, and run again
+    assert summary["turns"]["answered"] == 2
 
 
 def test_home_check_reports_a_damaged_state_database(home):

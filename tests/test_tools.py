@@ -35,7 +35,7 @@ def mounted(home):
 def test_the_manager_has_every_tool_with_schemas(home):
     tools = fwj("tool", "list", "--manager")["tools"]
     task_tools = ["task_delegate", "task_wait", "task_report", "task_list", "task_cancel"]
-    assert [t["name"] for t in tools] == ALL_RM_TOOLS + task_tools + ["exec"]
+    assert [t["name"] for t in tools] == ALL_RM_TOOLS + task_tools  # never exec (CONTRACT section 4)
     for t in tools:
         assert t["risk"] in ("read", "write", "dangerous") and t["description"]
         assert t["input_schema"]["additionalProperties"] is False

@@ -48,11 +48,11 @@ def start(
 ) -> None:
     """Start a run: the agent's definition and tools are frozen for the run's whole life."""
     if bot is not None or event is not None:
-        _start_for_event(ctx, principal, agent, lease, bot, event, as_json)
-        return
-    from ..tools.service import start_run  # lazy: start-up speed
+        doc = _start_for_event(ctx, principal, agent, lease, bot, event)
+    else:
+        from ..tools.service import start_run  # lazy: start-up speed
 
-    doc = start_run(home_of(ctx), principal=principal, agent=agent, lease=lease)
+        doc = start_run(home_of(ctx), principal=principal, agent=agent, lease=lease)
     if quiet and not json_wanted(as_json):
         write_out(doc["run_id"])
         return
@@ -60,18 +60,16 @@ def start(
 
 
 def _start_for_event(ctx: typer.Context, principal: Optional[str], agent: Optional[str], lease: Optional[int],
-                     bot: Optional[str], event: Optional[str], as_json: bool) -> None:
-    """`fw run start --principal P --bot B --event E`: what `fw event handle B --no-run` does."""
-    from ..engine.handling import handle_event  # lazy: start-up speed
-    from ..errors import FwError  # lazy: start-up speed
-    from .event import render_handled  # lazy: start-up speed
+                     bot: Optional[str], event: Optional[str]) -> dict[str, Any]:
+    """`fw run start --principal P --bot B --event E`: the run `fw event handle B --no-run`
+    starts, as `fw run start` shows a run; an event the principal does not take is `denied`."""
+    from ..engine.handling import start_event_run  # lazy: start-up speed
     from .output import read_data_arg  # lazy: start-up speed
 
     if bot is None or event is None or principal is None or agent is not None:
         raise FwError("usage", "a run for an event needs --principal, --bot and --event (and no --agent)",
                       "e.g. fw run start --principal P --bot B --event @event.json")
-    doc = handle_event(home_of(ctx), bot, read_data_arg(event, "--event"), run=False, principal=principal, lease=lease)
-    emit_started(doc, doc.get("run") or {}, as_json, lambda c: render_handled(c, doc))
+    return start_event_run(home_of(ctx), bot, read_data_arg(event, "--event"), principal=principal, lease=lease)
 
 
 @app.command("show")

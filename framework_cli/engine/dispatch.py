@@ -3,32 +3,46 @@ and one at a time per principal; post each turn's answer to its session, record 
 result.
 
 Work is claimed in a transaction (pending -> running) only when its principal runs nothing
-else, in this dispatcher or another, so many dispatchers may share a home. Each worker thread
-opens its own home and state store. Work whose run fails is marked `failed` with the safe
-error and blocks nothing else. A worker waiting in `task_wait` lends its slot to other work,
-so a parent that waits for its child in the same dispatcher never starves it.
+else, in this dispatcher or another, so many dispatchers may share a home. A claim carries
+its owner (this dispatcher, a row of `dispatchers` whose heartbeat it renews) and its number
+(`attempts`); every later write of the work (its run's id, its answer, its outcome) holds only
+while that claim does, so work taken back from a dispatcher thought dead is never answered
+twice and its status tells the truth. A dispatcher is dead when its heartbeat is older than
+STALE_SECONDS, or at once when it ran on this host and its process is gone; any dispatcher,
+starting or serving, then takes its work back: it ends the work's run and runs the work again
+(at most MAX_ATTEMPTS claims in all), or fails it with the reason.
+
+Each worker thread opens its own home and state store. Work whose run fails is marked `failed`
+with the safe error and blocks nothing else. A worker waiting in `task_wait` lends its slot to
+other work, so a parent that waits for its child in the same dispatcher never starves it. The
+scheduler sleeps until work changes in this process, or for a short poll of `state.db`.
 """
 
 from __future__ import annotations
 
+import os
+import secrets as pysecrets
+import socket
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from ..domain.identities import get_binding
-from ..domain.runs import RUN_ID_RE, load_run, present, run_end
+from ..domain.runs import run_end
 from ..errors import FwError
 from ..home.secrets import redact
 from ..home.store import Home
-from ..runtime import sessions, tasks
-from ..runtime.sessions import BACKLOG, CANCELLED, DONE, FAILED, PENDING, RUNNING
+from ..runtime import sessions, tasks, work
+from ..runtime.sessions import BACKLOG, CANCELLED, DONE, FAILED, PENDING, RUNNING, Claim
 from ..state.store import StateStore, now_iso
 from .agent_run import agent_run, check_timeout
 
-POLL_SECONDS = 0.5  # how often a serving dispatcher looks for new work
-STARTING_SECONDS = 120  # a claimed turn or task whose run has not started by then was left by a killed dispatcher
+POLL_SECONDS = 0.25  # how often the scheduler looks in state.db for work other processes added
+HEARTBEAT_SECONDS = 5.0  # how often a dispatcher renews its heartbeat, and looks for dead ones
+STALE_SECONDS = 30.0  # a dispatcher whose heartbeat is older than this is dead: its work is taken back
+MAX_ATTEMPTS = 3  # claims of one piece of work; work whose dispatchers died that often is failed
 HISTORY_MESSAGES = 40  # earlier messages of the session a turn's run is fed
 TABLES = {"turn": "turns", "task": "tasks"}
 
@@ -74,6 +88,7 @@ class Dispatcher:
         self.timeout = timeout
         self.emit = on_event or (lambda event: None)
         self.summary = Summary()
+        self.id = f"{socket.gethostname()}-{os.getpid()}-{pysecrets.token_hex(4)}"
         self._threads: dict[tuple[str, int], threading.Thread] = {}  # (kind, id) -> its worker
         self._guard = threading.Lock()
         self.stopping = threading.Event()
@@ -82,29 +97,52 @@ class Dispatcher:
     def run(self, once: bool) -> dict[str, Any]:
         """Run until nothing is pending and nothing runs (`once`), or until stopped."""
         with StateStore(self.root / "state.db") as store:
-            self._reap_interrupted(store)
+            _register(store, self.id)
+            keeper = threading.Thread(target=self._keep, name="dispatcher-heartbeat", daemon=True)
             try:
+                take_back(Home(self.root), store, self.id)
+                keeper.start()
                 while not self.stopping.is_set():
+                    seen = work.generation()
                     self._forget_finished()
                     started = self._start_what_fits(store)
                     if once and not started and not self._threads:
                         break  # nothing more this dispatcher can claim (another may be running the rest)
-                    time.sleep(0.05 if started or self._threads else POLL_SECONDS)
+                    work.wait(seen, POLL_SECONDS)
+                self._join()
             except KeyboardInterrupt:
                 self.stop(store)
                 raise
-            self._join()
+            finally:
+                self.stopping.set()  # the heartbeat stops too
+                if keeper.is_alive():
+                    keeper.join()
+                with store.transaction():  # it holds nothing now: its work ended, or was cancelled by stop
+                    store.execute("DELETE FROM dispatchers WHERE id = ?", (self.id,))
         return self.summary.to_dict()
+
+    def _keep(self) -> None:
+        """The heartbeat: renew this dispatcher's, and take back the work of dead ones."""
+        home = Home(self.root)
+        with StateStore(self.root / "state.db") as store:
+            while not self.stopping.wait(HEARTBEAT_SECONDS):
+                try:
+                    _register(store, self.id)
+                    if take_back(home, store, self.id):
+                        work.changed()
+                except FwError:
+                    pass  # state.db busy or damaged for a moment: the next beat tries again
 
     def stop(self, store: StateStore) -> None:
         """Ctrl-C: claim nothing more, end every run in progress (so none of them acts again)
         and cancel its work."""
         self.stopping.set()
         for kind, item_id in list(self._threads):
-            row = store.one(f"SELECT run_id FROM {TABLES[kind]} WHERE id = ? AND status = ?", (item_id, RUNNING))
+            row = store.one(f"SELECT run_id, attempts FROM {TABLES[kind]} WHERE id = ? AND status = ? AND owner = ?",
+                            (item_id, RUNNING, self.id))
             if row is not None:
                 _end_run(self.root, row["run_id"])
-                self._finish(store, kind, item_id, Outcome(CANCELLED, "the dispatcher was interrupted"))
+                self._finish(store, kind, Claim(item_id, self.id, row["attempts"]), Outcome(CANCELLED, "the dispatcher was interrupted"))
 
     def _free_slots(self) -> int:
         return self.workers + tasks.waiting() - len(self._threads)
@@ -123,20 +161,30 @@ class Dispatcher:
         return started
 
     def _claim(self, store: StateStore) -> dict[str, Any] | None:
-        """The oldest pending turn or task whose principal runs nothing now, marked running."""
-        busy = "SELECT principal FROM turns WHERE status = ? UNION SELECT principal FROM tasks WHERE status = ?"
+        """The oldest pending turn or task whose principal runs nothing now, marked running
+        and owned by this dispatcher. Looks first without the write lock: most looks find
+        nothing."""
+        if self._candidate(store) is None:
+            return None
         with store.transaction():
-            candidates = []
-            for kind, table in TABLES.items():
-                row = store.one(f"SELECT * FROM {table} WHERE status = ? AND principal NOT IN ({busy}) ORDER BY id LIMIT 1",
-                                (PENDING, RUNNING, RUNNING))
-                if row is not None:
-                    candidates.append({**row, "kind": kind})
-            if not candidates:
+            item = self._candidate(store)
+            if item is None:
                 return None
-            item = min(candidates, key=lambda c: c["created_at"])
-            store.execute(f"UPDATE {TABLES[item['kind']]} SET status = ?, started_at = ? WHERE id = ?", (RUNNING, now_iso(), item["id"]))
+            store.execute(f"UPDATE {TABLES[item['kind']]} SET status = ?, started_at = ?, owner = ?, attempts = attempts + 1 "
+                          "WHERE id = ? AND status = ?", (RUNNING, now_iso(), self.id, item["id"], PENDING))
+        item["attempts"] += 1
+        item["claim"] = Claim(item["id"], self.id, item["attempts"])
         return item
+
+    def _candidate(self, store: StateStore) -> dict[str, Any] | None:
+        busy = "SELECT principal FROM turns WHERE status = ? UNION SELECT principal FROM tasks WHERE status = ?"
+        candidates = []
+        for kind, table in TABLES.items():
+            row = store.one(f"SELECT * FROM {table} WHERE status = ? AND principal NOT IN ({busy}) ORDER BY id LIMIT 1",
+                            (PENDING, RUNNING, RUNNING))
+            if row is not None:
+                candidates.append({**row, "kind": kind})
+        return min(candidates, key=lambda c: c["created_at"]) if candidates else None
 
     def _forget_finished(self) -> None:
         with self._guard:
@@ -148,39 +196,27 @@ class Dispatcher:
             thread.join()
         self._forget_finished()
 
-    def _reap_interrupted(self, store: StateStore) -> None:
-        """Work left `running` by a dispatcher that was killed: its run is not active any
-        more, so it is marked failed."""
-
-        home = Home(self.root)
-        for kind, table in TABLES.items():
-            for row in store.all(f"SELECT id, run_id, started_at FROM {table} WHERE status = ?", (RUNNING,)):
-                if row["run_id"] is None:  # claimed, but its run never started
-                    alive = _age_seconds(row["started_at"]) < STARTING_SECONDS
-                else:
-                    try:
-                        alive = bool(RUN_ID_RE.fullmatch(row["run_id"])) and present(load_run(home, row["run_id"]))["status"] == "active"
-                    except FwError:
-                        alive = False
-                if not alive:
-                    self._finish(store, kind, row["id"], Outcome(FAILED, "its dispatcher stopped before it finished"))
-
     # -- one piece of work ----------------------------------------------------------------------
     def _work(self, item: dict[str, Any]) -> None:
         home = Home(self.root)
-        kind, item_id = item["kind"], item["id"]
+        kind, item_id, claim = item["kind"], item["id"], item["claim"]
         where = {"session": item.get("session")} if item.get("session") else {}
         self.emit({"type": "started", "kind": kind, "id": item_id, "principal": item["principal"], **where})
-        with StateStore(self.root / "state.db") as store:
-            try:
-                outcome = self._run_turn(home, store, item) if kind == "turn" else self._run_task(home, item)
-            except Exception as exc:  # every path ends the work: a bug fails it, never leaves it running
-                outcome = Outcome(FAILED, f"internal: unexpected error: {type(exc).__name__}")
-            status = self._finish(store, kind, item_id, outcome)  # unless cancelled meanwhile
-        with self._guard:
-            self.summary.count(kind, status, outcome.answered)
-        self.emit({"type": "ended", "kind": kind, "id": item_id, "principal": item["principal"], **where, "status": status,
-                   **({"error": outcome.note} if outcome.note and status != DONE else {})})
+        try:
+            with StateStore(self.root / "state.db") as store:
+                try:
+                    outcome = self._run_turn(home, store, item) if kind == "turn" else self._run_task(home, item)
+                except Exception as exc:  # every path ends the work: a bug fails it, never leaves it running
+                    outcome = Outcome(FAILED, f"internal: unexpected error: {type(exc).__name__}")
+                status = self._finish(store, kind, claim, outcome)  # unless cancelled or taken back meanwhile
+            with self._guard:
+                self.summary.count(kind, status, outcome.answered)
+            self.emit({"type": "ended", "kind": kind, "id": item_id, "principal": item["principal"], **where, "status": status,
+                       **({"error": outcome.note} if outcome.note and status != DONE else {})})
+        finally:
+            with self._guard:
+                self._threads.pop((kind, item_id), None)
+            work.changed()  # a slot and a principal are free: the scheduler looks again at once
 
     def _run(self, home: Home, message: str, item: dict[str, Any], context: dict[str, Any],
              history: list[dict[str, Any]] | None, started: Callable[[str], None]) -> dict[str, Any] | Outcome:
@@ -205,17 +241,20 @@ class Dispatcher:
         trigger = store.one("SELECT * FROM messages WHERE id = ?", (turn["message_id"],))
         assert trigger is not None
         context = {"session": turn["session"], "turn": turn["id"], "hop": turn["hop"]}
+        where, params = turn["claim"].where()
 
         def started(run_id: str) -> None:
             with store.transaction():
-                store.execute("UPDATE turns SET run_id = ? WHERE id = ?", (run_id, turn["id"]))
+                recorded = store.execute(f"UPDATE turns SET run_id = ? WHERE {where}", (run_id, *params)).rowcount
+            if not recorded:  # cancelled or taken back meanwhile: the run acts no more
+                _end_run(self.root, run_id)
 
         doc = self._run(home, f"{trigger['author']}: {trigger['text']}", turn, context, self._history(store, turn, trigger), started)
         return doc if isinstance(doc, Outcome) else self._answer(home, turn, doc)
 
     def _run_task(self, home: Home, task: dict[str, Any]) -> Outcome:
         context = {"task": task["id"], "hop": task.get("hop", 0), **({"session": task["session"]} if task["session"] else {})}
-        doc = self._run(home, task["instructions"], task, context, None, lambda run_id: tasks.task_started(home, task["id"], run_id))
+        doc = self._run(home, task["instructions"], task, context, None, lambda run_id: tasks.task_started(home, task["claim"], run_id))
         if isinstance(doc, Outcome):
             return doc
         return Outcome(DONE, doc.get("answer") or "")
@@ -232,30 +271,33 @@ class Dispatcher:
         ]
 
     def _answer(self, home: Home, turn: dict[str, Any], doc: dict[str, Any]) -> Outcome:
-        """Post the run's final answer to the session as the principal's message."""
+        """Post the run's final answer to the session as the principal's message; the turn
+        becomes `done` in the same transaction, while this dispatcher's claim holds."""
         text = (doc.get("answer") or "").strip()
         if not text:
             return Outcome(DONE)
         try:
-            sessions.message_post(home, turn["session"], turn["principal"], text, hop=turn["hop"] + 1, run_id=doc["run_id"])
+            sessions.message_post(home, turn["session"], turn["principal"], text, hop=turn["hop"] + 1, run_id=doc["run_id"],
+                                  answers=turn["claim"])
         except FwError as exc:
             status = CANCELLED if exc.code == "session_ended" else FAILED
             return Outcome(status, f"{exc.code}: the answer was not posted ({exc.message})")
         return Outcome(DONE, answered=True)
 
-    def _finish(self, store: StateStore, kind: str, item_id: int, outcome: Outcome) -> str:
-        """Record the outcome of running work; the status it has now (a task may have been
-        reported, or cancelled, meanwhile)."""
-        if outcome.status == BACKLOG and _binding_enabled(self.root, item_principal(store, kind, item_id)):
+    def _finish(self, store: StateStore, kind: str, claim: Claim, outcome: Outcome) -> str:
+        """Record the outcome of running work while the claim holds; the status it has now (a
+        task may have been reported or cancelled, a turn answered, work taken back, meanwhile)."""
+        if outcome.status == BACKLOG and _binding_enabled(self.root, item_principal(store, kind, claim.id)):
             outcome = Outcome(PENDING)  # enabled again meanwhile: its backlog was released without it
         if kind == "task":
             result = outcome.note if outcome.status == DONE else None
             error = None if outcome.status == DONE else outcome.note
-            return tasks.task_finished(Home(self.root), item_id, outcome.status, result, error)
+            return tasks.task_finished(Home(self.root), claim, outcome.status, result, error)
+        where, params = claim.where()
         with store.transaction():
-            store.execute("UPDATE turns SET status = ?, error = ?, ended_at = ? WHERE id = ? AND status = ?",
-                          (outcome.status, outcome.note, now_iso() if outcome.status not in (BACKLOG, PENDING) else None, item_id, RUNNING))
-            return store.one("SELECT status FROM turns WHERE id = ?", (item_id,))["status"]  # type: ignore[index]
+            store.execute(f"UPDATE turns SET status = ?, error = ?, ended_at = ? WHERE {where}",
+                          (outcome.status, outcome.note, now_iso() if outcome.status not in (BACKLOG, PENDING) else None, *params))
+            return store.one("SELECT status FROM turns WHERE id = ?", (claim.id,))["status"]  # type: ignore[index]
 
 
 def item_principal(store: StateStore, kind: str, item_id: int) -> str:
@@ -271,14 +313,6 @@ def _binding_enabled(root: Any, principal: str) -> bool:
     return bool(binding and binding["enabled"])
 
 
-def _age_seconds(stamp: str | None) -> float:
-    from datetime import datetime, timezone
-
-    if not stamp:
-        return float("inf")
-    return (datetime.now(timezone.utc) - datetime.fromisoformat(stamp.replace("Z", "+00:00"))).total_seconds()
-
-
 def _end_run(root: Any, run_id: str | None) -> None:
 
     if run_id:
@@ -286,6 +320,104 @@ def _end_run(root: Any, run_id: str | None) -> None:
             run_end(Home(root), run_id)
         except FwError:
             pass
+
+
+# -- owners, heartbeats and taking work back ----------------------------------------------------
+def _stamp(moment: datetime) -> str:
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _host() -> str:
+    """This host, as precisely as it can be told apart: its name, its boot, its process
+    namespace (two containers of one name and one kernel do not share process ids)."""
+    parts = [socket.gethostname()]
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as boot:
+            parts.append(boot.read().strip())
+        parts.append(os.readlink("/proc/self/ns/pid"))
+    except OSError:
+        pass  # not Linux: the name alone, and the heartbeat decides
+    return "/".join(parts)
+
+
+def _process(pid: int) -> str | None:
+    """A process as `pid:start`, where its start time is known, so a reused pid is another
+    process; None when there is no such process, or it has died (a zombie)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    except PermissionError:
+        pass  # someone else's process, alive
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return str(pid)
+    return None if fields[0] in ("Z", "X") else f"{pid}:{fields[19]}"
+
+
+HOST = _host()
+
+
+def _register(store: StateStore, dispatcher: str) -> None:
+    """Enter this dispatcher (or renew its heartbeat); a row removed by another dispatcher
+    that thought it dead is entered again (its work was taken back; its claims hold no more)."""
+    now = now_iso()
+    with store.transaction():
+        if not store.execute("UPDATE dispatchers SET heartbeat_at = ? WHERE id = ?", (now, dispatcher)).rowcount:
+            store.insert("dispatchers", {"id": dispatcher, "host": HOST, "process": _process(os.getpid()) or str(os.getpid()),
+                                         "started_at": now, "heartbeat_at": now})
+
+
+def _dead(row: dict[str, Any], stale_before: str) -> bool:
+    if row["heartbeat_at"] < stale_before:  # the portable rule: its heartbeat stopped
+        return True
+    if row["host"] != HOST:
+        return False
+    pid = int(row["process"].split(":", 1)[0])
+    return _process(pid) != row["process"] if ":" in row["process"] else _process(pid) is None
+
+
+def take_back(home: Home, store: StateStore, me: str) -> int:
+    """Take back the work of dead dispatchers (and running work that names no live owner):
+    end its run, then run it again, or fail it when it has had MAX_ATTEMPTS claims; work of
+    an ended session is cancelled. How many pieces of work were taken back."""
+    stale_before = _stamp(datetime.now(timezone.utc) - timedelta(seconds=STALE_SECONDS))
+    owners = {r["id"]: r for r in store.all("SELECT * FROM dispatchers")}
+    dead = {d for d, row in owners.items() if d != me and _dead(row, stale_before)}
+    taken = 0
+    for kind, table in TABLES.items():
+        for row in store.all(f"SELECT id, owner, attempts, run_id, session FROM {table} WHERE status = ?", (RUNNING,)):
+            if row["owner"] == me or (row["owner"] in owners and row["owner"] not in dead):
+                continue
+            taken += _take_back_one(home, store, table, row)
+    with store.transaction():
+        for d in dead:
+            store.execute("DELETE FROM dispatchers WHERE id = ?", (d,))
+    return taken
+
+
+def _take_back_one(home: Home, store: StateStore, table: str, row: dict[str, Any]) -> int:
+    ended = row["session"] is not None and not sessions.session_is_open(home, row["session"])
+    if ended:
+        status, note = CANCELLED, "session_ended"
+    elif row["attempts"] >= MAX_ATTEMPTS:
+        status, note = FAILED, f"its dispatcher stopped before it finished, {row['attempts']} times; it is not run again"
+    else:
+        status, note = PENDING, "taken back from a dispatcher that stopped; run again"
+    owner_is = "owner IS NULL" if row["owner"] is None else "owner = ?"
+    forget_run = "run_id = NULL, started_at = NULL, " if status == PENDING else ""  # a run again starts afresh
+    with store.transaction():  # only if it is still that dead owner's claim
+        changed = store.execute(
+            f"UPDATE {table} SET status = ?, error = ?, {forget_run}owner = NULL, ended_at = ? "
+            f"WHERE id = ? AND status = ? AND attempts = ? AND {owner_is}",
+            (status, note, None if status == PENDING else now_iso(), row["id"], RUNNING, row["attempts"],
+             *(() if row["owner"] is None else (row["owner"],))),
+        ).rowcount
+    if changed:
+        _end_run(home.root, row["run_id"])
+    return changed
 
 
 def dispatch(home: Home, *, once: bool = False, workers: int = 4, on_event: OnEvent | None = None, timeout: float = 60.0) -> dict[str, Any]:

@@ -38,14 +38,41 @@ def handle_event(
     """`{"handled": false, "reason"}`, or `{"handled": true, "run": {...}}` and, when the
     loop ran, its `result`. `principal`, when given, must be the bot's."""
 
+    bot, event = _checked_event(home, bot_name, raw_event, principal)
+    adapter_of(home, bot_name, bot).ingest(event)  # the platform saw it, whoever handles it
+    return handle_ingested(home, bot_name, bot, event, run=run, lease=lease, on_event=on_event)
+
+
+def _checked_event(home: Home, bot_name: str, raw_event: Any, principal: str | None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The bot and the event, both checked; `principal`, when given, must be the bot's."""
     bot = load_bot(home, bot_name)
     event = validate_event(raw_event)
     secrets.refuse(home, {"event": event})  # the event is kept in the platform and the run record
     if principal is not None and principal != bot["principal"]:
         raise FwError("invalid", f"bot {bot_name!r} hands its events to principal {bot['principal']!r}, not {principal!r}",
                       f"start it as --principal {bot['principal']}", field="principal")
-    adapter_of(home, bot_name, bot).ingest(event)  # the platform saw it, whoever handles it
-    return handle_ingested(home, bot_name, bot, event, run=run, lease=lease, on_event=on_event)
+    return bot, event
+
+
+def start_event_run(home: Home, bot_name: str, raw_event: Any, *, principal: str, lease: int | None = None) -> dict[str, Any]:
+    """`fw run start --principal P --bot B --event E`: the run `fw event handle --no-run`
+    starts, as its record. An event the principal does not take is `denied` with its
+    `reason`, and then nothing is recorded, not even on the bot's platform."""
+
+    bot, event = _checked_event(home, bot_name, raw_event, principal)
+    reason = refusal(home, bot_name, principal, event["type"])
+    if reason is not None:
+        raise FwError("denied", *_REFUSALS[reason](principal), reason=reason)
+    adapter_of(home, bot_name, bot).ingest(event)
+    return handle_ingested(home, bot_name, bot, event, run=False, lease=lease)["run"]
+
+
+# Why a principal does not take an event, in words, with what to do next.
+_REFUSALS = {
+    NOT_SELECTED: lambda p: (f"the agent bound to {p!r} does not select this event's type, so no run was started",
+                             "add the type (or a pattern such as message.*) to the agent's events"),
+    BINDING_DISABLED: lambda p: (f"the binding of {p!r} is disabled, so no run was started", f"enable it: `fw binding enable {p}`"),
+}
 
 
 def local_say(home: Home, bot_name: str, user: str, text: str, group: str | None = None, *, run: bool = True,

@@ -2,8 +2,11 @@
 
 A session has principals as members. A message creates, in its own transaction, a turn for
 each member of kind agent that has a binding, other than its author: under policy
-`mentioned` only when the message mentions it, under `all` always; `pending` when the
-binding is enabled, `backlog` when it is disabled. `fw dispatch` runs pending turns.
+`mentioned` only when the message mentions it, under `all` for every message of a person
+(a user or the manager); a message an agent wrote starts turns only for the members it
+mentions, whatever their policy, so agents under `all` never answer each other's answers
+in a storm. `pending` when the binding is enabled, `backlog` when it is disabled.
+`fw dispatch` runs pending turns.
 
 These are the one implementation of each job: the operator commands and the managed-runtime
 tools call them alike; what differs (who the author is, membership checks) is a parameter.
@@ -13,6 +16,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 from typing import Any
 
 from ..domain.identities import agent_set_enabled, binding_list, get_principal, principal_list
@@ -21,6 +25,7 @@ from ..home import secrets
 from ..home.kinds import check_name
 from ..home.store import Home
 from ..state.store import StateStore, now_iso
+from . import work
 
 MAX_HOP = 8  # a message at this hop or more starts no turn: chains of agents answering agents end
 MENTION = re.compile(r"(?<![\w@.])@([a-z0-9][a-z0-9_-]{0,62})")
@@ -167,24 +172,52 @@ def _present_message(row: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def message_post(home: Home, session: str, author: str, text: str, *, hop: int = 0, run_id: str | None = None) -> dict[str, Any]:
-    """Post a message as a member and create its turns, in one transaction."""
+def message_post(home: Home, session: str, author: str, text: str, *, hop: int = 0, run_id: str | None = None,
+                 answers: Claim | None = None) -> dict[str, Any]:
+    """Post a message as a member and create its turns, in one transaction. With `answers`
+    (a dispatcher's claim on the turn the message answers) that turn becomes `done` in the
+    same transaction, and only if the claim still holds: a turn is answered once, and is
+    `done` exactly when its answer was posted."""
     if not isinstance(text, str) or not text.strip():
         raise FwError("invalid", "a message needs some text", "e.g. fw message post SESSION --as alice 'hello @ops'")
     secrets.refuse(home, {"text": text})
     with store_for(home) as store, store.transaction():
-        audience = _turn_audience(home)  # read inside the transaction: an enable cannot slip between
+        audience, agents = _turn_audience(home)  # read inside the transaction: an enable cannot slip between
         _open_session(store, session)
         members = _members(store, session)
         _require_member(members, author, session)
+        if answers is not None:
+            _close_claimed_turn(store, answers)
         mentions = mentions_in(text, members)
         message_id = store.insert("messages", {
             "session": session, "author": author, "text": text, "mentions": json.dumps(mentions),
             "hop": hop, "run_id": run_id, "created_at": now_iso(),
         })
-        turns = _create_turns(store, session, message_id, author, members, mentions, hop, audience)
+        turns = _create_turns(store, session, message_id, author, members, mentions, hop, audience, author in agents)
         message = _present_message(store.one("SELECT * FROM messages WHERE id = ?", (message_id,)))  # type: ignore[arg-type]
+    if turns:
+        work.changed()
     return {"message": message, "turns": turns}
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A dispatcher's hold on a running turn or task: its id, the dispatcher, and which
+    claim of it this is (a turn taken back from a dead dispatcher is claimed anew)."""
+
+    id: int
+    owner: str
+    attempts: int
+
+    def where(self) -> tuple[str, tuple[Any, ...]]:
+        """The SQL condition (and its parameters) that the claim still holds."""
+        return "id = ? AND status = ? AND owner = ? AND attempts = ?", (self.id, RUNNING, self.owner, self.attempts)
+
+
+def _close_claimed_turn(store: StateStore, claim: Claim) -> None:
+    where, params = claim.where()
+    if not store.execute(f"UPDATE turns SET status = ?, error = NULL, ended_at = ? WHERE {where}", (DONE, now_iso(), *params)).rowcount:
+        raise FwError("conflict", f"turn {claim.id} is no longer held by this dispatcher", "its answer was not posted")
 
 
 def _require_member(members: list[str], principal: str, session: str) -> None:
@@ -193,15 +226,16 @@ def _require_member(members: list[str], principal: str, session: str) -> None:
                       f"add it first: `fw session add-member {session} {principal}`")
 
 
-def _turn_audience(home: Home) -> dict[str, dict[str, Any]]:
-    """principal -> its binding, for every principal of kind agent that has a readable binding."""
+def _turn_audience(home: Home) -> tuple[dict[str, dict[str, Any]], set[str]]:
+    """principal -> its binding, for every principal of kind agent that has a readable
+    binding; and the names of every principal of kind agent."""
 
     agents = {p["name"] for p in principal_list(home)["principals"] if p.get("kind") == "agent"}
-    return {b["principal"]: b for b in binding_list(home)["bindings"] if "error" not in b and b["principal"] in agents}
+    return {b["principal"]: b for b in binding_list(home)["bindings"] if "error" not in b and b["principal"] in agents}, agents
 
 
 def _create_turns(store: StateStore, session: str, message_id: int, author: str, members: list[str],
-                  mentions: list[str], hop: int, audience: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+                  mentions: list[str], hop: int, audience: dict[str, dict[str, Any]], by_agent: bool) -> list[dict[str, Any]]:
     if hop >= MAX_HOP:
         return []
     turns = []
@@ -209,7 +243,7 @@ def _create_turns(store: StateStore, session: str, message_id: int, author: str,
         binding = audience.get(member)
         if member == author or binding is None:
             continue
-        if binding["policy"] == "mentioned" and member not in mentions:
+        if (by_agent or binding["policy"] == "mentioned") and member not in mentions:
             continue
         status = PENDING if binding["enabled"] else BACKLOG
         turn_id = store.insert("turns", {"session": session, "message_id": message_id, "principal": member,
@@ -275,6 +309,8 @@ def set_binding_enabled(home: Home, principal: str, enabled: bool, by_identity: 
 
     doc = agent_set_enabled(home, principal, enabled)
     doc["turns"] = binding_changed(home, principal, enabled, by_identity)
+    if doc["turns"]["released"]:
+        work.changed()  # after the commit: a dispatcher woken now sees the released work
     return doc
 
 

@@ -19,7 +19,8 @@ from ..home import secrets
 from ..home.kinds import check_name
 from ..home.store import Home
 from ..state.store import now_iso
-from .sessions import BACKLOG, CANCELLED, DONE, FAILED, MAX_HOP, OPEN, PENDING, RUNNING, store_for
+from . import work
+from .sessions import BACKLOG, CANCELLED, DONE, FAILED, MAX_HOP, OPEN, PENDING, RUNNING, Claim, store_for
 
 ENDED = (DONE, FAILED, CANCELLED)
 MAX_WAIT_SECONDS = 600
@@ -59,9 +60,12 @@ def _task(store: Any, task_id: Any) -> dict[str, Any]:
 
 
 def task_delegate(home: Home, principal: str, instructions: str, session: str | None = None,
-                  created_by: str = "manager", created_run: str | None = None, hop: int = 0) -> dict[str, Any]:
+                  created_by: str = "manager", created_run: str | None = None, hop: int = 0,
+                  member: str | None = None) -> dict[str, Any]:
     """A task for `principal`; `hop` counts the runs that delegated on the way here (a run
-    started for a task delegates at its task's hop plus one), and ends chains at MAX_HOP."""
+    started for a task delegates at its task's hop plus one), and ends chains at MAX_HOP.
+    `member` (a run's identity) must belong to `session`: otherwise, whether the session
+    exists or not, the task is `denied` alike."""
 
     check_name(principal, "principal name")
     if not isinstance(instructions, str) or not instructions.strip() or len(instructions) > MAX_INSTRUCTIONS:
@@ -79,6 +83,9 @@ def task_delegate(home: Home, principal: str, instructions: str, session: str | 
             raise FwError("not_found", f"principal {principal!r} has no binding, so nothing would run the task",
                           f"bind it: `fw binding set {principal} --agent AGENT`")
         if session is not None:
+            if member is not None and store.one("SELECT 1 AS x FROM members WHERE session = ? AND principal = ?", (session, member)) is None:
+                raise FwError("denied", f"{member!r} is not a member of session {session!r}",
+                              "delegate in a session you belong to, or without one")
             row = store.one("SELECT status FROM sessions WHERE name = ?", (session,))
             if row is None:
                 raise FwError("not_found", f"no session named {session!r}", "see them with `fw session list`")
@@ -89,7 +96,9 @@ def task_delegate(home: Home, principal: str, instructions: str, session: str | 
             "created_run": created_run, "status": PENDING if binding["enabled"] else BACKLOG, "created_at": now_iso(),
             "hop": hop,
         })
-        return {"task": present(_task(store, task_id))}
+        doc = {"task": present(_task(store, task_id))}
+    work.changed()
+    return doc
 
 
 def task_show(home: Home, task_id: int) -> dict[str, Any]:
@@ -127,6 +136,7 @@ def task_cancel(home: Home, task_id: int, by: str | None = None) -> dict[str, An
         store.execute("UPDATE tasks SET status = ?, error = ?, ended_at = ? WHERE id = ?", (CANCELLED, f"cancelled by {by or 'the operator'}", now_iso(), task_id))
         run_id = row["run_id"] if row["status"] == RUNNING else None
         row = _task(store, task_id)
+    work.changed()
     if run_id:
         try:
             run_end(home, run_id)
@@ -148,7 +158,9 @@ def task_report(home: Home, task_id: int, status: str, result: str, run_id: str 
         if row["status"] != RUNNING:
             raise FwError("conflict", f"task {task_id} is {row['status']}; it can no longer be reported", "nothing was changed")
         store.execute("UPDATE tasks SET status = ?, result = ?, ended_at = ? WHERE id = ?", (status, result, now_iso(), task_id))
-        return {"task": present(_task(store, task_id))}
+        doc = {"task": present(_task(store, task_id))}
+    work.changed()
+    return doc
 
 
 def task_wait(home: Home, task_id: int, timeout_seconds: float = 60, by: str | None = None) -> dict[str, Any]:
@@ -161,24 +173,28 @@ def task_wait(home: Home, task_id: int, timeout_seconds: float = 60, by: str | N
     with _waiting_lock:
         _waiting += 1
     try:
+        work.changed()  # a dispatcher may lend this worker's slot to other work now
         with store_for(home) as store:
             while True:
+                seen = work.generation()
                 row = _task(store, task_id)
                 if by is not None and by not in (row["created_by"], row["principal"]):
                     raise FwError("denied", f"task {task_id} is neither yours nor assigned to you", "wait for the tasks you delegated")
                 if row["status"] in ENDED or time.monotonic() >= deadline:
                     return {"task": present(row)}
-                time.sleep(POLL_SECONDS)
+                work.wait(seen, min(POLL_SECONDS, max(0.0, deadline - time.monotonic())))  # a task ended here, or a poll
     finally:
         with _waiting_lock:
             _waiting -= 1
 
 
-def task_started(home: Home, task_id: int, run_id: str) -> None:
-    """Record the run working on a task; a task cancelled meanwhile ends that run at once."""
+def task_started(home: Home, claim: Claim, run_id: str) -> None:
+    """Record the run working on a claimed task; a task cancelled (or taken back) meanwhile
+    ends that run at once."""
 
+    where, params = claim.where()
     with store_for(home) as store, store.transaction():
-        recorded = store.execute("UPDATE tasks SET run_id = ? WHERE id = ? AND status = ?", (run_id, task_id, RUNNING)).rowcount
+        recorded = store.execute(f"UPDATE tasks SET run_id = ? WHERE {where}", (run_id, *params)).rowcount
     if not recorded:
         run_end(home, run_id)
 
@@ -195,12 +211,15 @@ def still_working(home: Home, run: dict[str, Any]) -> None:
         raise FwError("run_ended", f"task {task_id} is {status}; run {run['run_id']} works on it no more", "nothing was changed")
 
 
-def task_finished(home: Home, task_id: int, status: str, result: str | None, error: str | None) -> str:
-    """Record how a task's run ended, unless the run reported it (or it was cancelled)
-    already; the status it has now."""
+def task_finished(home: Home, claim: Claim, status: str, result: str | None, error: str | None) -> str:
+    """Record how a claimed task's run ended, unless the run reported it (or it was cancelled,
+    or taken back) already; the status it has now."""
+    where, params = claim.where()
     with store_for(home) as store, store.transaction():
         store.execute(
-            "UPDATE tasks SET status = ?, result = ?, error = ?, ended_at = ? WHERE id = ? AND status = ?",
-            (status, result, error, now_iso() if status not in (BACKLOG, PENDING) else None, task_id, RUNNING),
+            f"UPDATE tasks SET status = ?, result = ?, error = ?, ended_at = ? WHERE {where}",
+            (status, result, error, now_iso() if status not in (BACKLOG, PENDING) else None, *params),
         )
-        return _task(store, task_id)["status"]
+        now = _task(store, claim.id)["status"]
+    work.changed()
+    return now

@@ -168,3 +168,26 @@ MIGRATIONS.append(
 )
 
 MIGRATIONS.append(("0004_task_hops", ["ALTER TABLE tasks ADD COLUMN hop INTEGER NOT NULL DEFAULT 0"]))
+
+# Work in progress carries its owner: the dispatcher that claimed it (`owner`, a row of
+# `dispatchers`, whose `heartbeat_at` it renews while it lives) and how many claims it has
+# had (`attempts`, which also tells one claim from the next). Plain columns and timestamps, so
+# any SQL store can tell a live owner from a dead one.
+MIGRATIONS.append(
+    (
+        "0005_work_owners_and_heartbeats",
+        [
+            """CREATE TABLE dispatchers (
+                id TEXT PRIMARY KEY,
+                host TEXT NOT NULL,
+                process TEXT NOT NULL,
+                started_at TEXT NOT NULL,
+                heartbeat_at TEXT NOT NULL
+            )""",
+            "ALTER TABLE turns ADD COLUMN owner TEXT",
+            "ALTER TABLE turns ADD COLUMN attempts INTEGER NOT NULL DEFAULT 0",
+            "ALTER TABLE tasks ADD COLUMN owner TEXT",
+            "ALTER TABLE tasks ADD COLUMN attempts INTEGER NOT NULL DEFAULT 0",
+        ],
+    )
+)

@@ -31,6 +31,9 @@ for _module in GROUP_MODULES:
 
 GROUP_TOOLS: dict[str, tuple[str, ...]] = {g: group_tools(g) for g in (*BUILTIN_GROUPS, MANAGED_RUNTIME)}
 REFUSALS = ("denied", "run_ended", "lease_expired", "session_ended")  # audited as "refused"
+# The Manager's groups: never `local_execution` (host execution is only for a run whose agent
+# mounts it with `execution.enabled`, and the Manager has no such snapshot).
+MANAGER_GROUPS = tuple(g for g in BUILTIN_GROUPS if g != "local_execution")
 
 
 def _project_tools(home: Home, start: Any, held: list[Any]) -> Any:
@@ -111,8 +114,8 @@ def _call_mcp(home: Home, run: dict[str, Any], source: dict[str, Any], args: dic
 
 
 def manager_tools() -> list[Tool]:
-    """The Manager's tools: every tool but those of a managed run's own identity, group by group."""
-    return sorted((t for t in TOOLS.values() if t.group in BUILTIN_GROUPS), key=lambda t: BUILTIN_GROUPS.index(t.group))
+    """The Manager's tools: those of its groups (never `exec`), group by group."""
+    return sorted((t for t in TOOLS.values() if t.group in MANAGER_GROUPS), key=lambda t: MANAGER_GROUPS.index(t.group))
 
 
 def describe(tool: Tool, name: str) -> dict[str, Any]:
@@ -217,6 +220,9 @@ def call_tool(home: Home, caller: Caller, name: str, args: Any, sources: Any = N
             if tool is None or tool.group == MANAGED_RUNTIME:
                 hint = "the Manager uses bare names (resource_write)" if name.startswith(TOOL_PREFIX) else "see `fw tool list --manager`"
                 raise FwError("not_found", f"no tool named {name!r}", hint)
+            if tool.group not in MANAGER_GROUPS:
+                raise FwError("denied", f"the Manager is never granted {name!r}: host execution is only for runs",
+                              "mount local_execution on an agent with execution.enabled and call it from that agent's run")
         else:
 
             run = load_run(home, run_id)  # type: ignore[arg-type]  # re-read: ended or expired since?

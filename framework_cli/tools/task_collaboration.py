@@ -26,7 +26,7 @@ def _delegate(home: Home, caller: Caller, a: dict[str, Any]) -> dict[str, Any]:
     run = caller.run or {}
     hop = int(run["hop"]) + 1 if "hop" in run else 0  # a run started for a task or a turn delegates one hop further
     doc = tasks.task_delegate(home, a["principal"], a["instructions"], a.get("session"), created_by=caller.identity,
-                              created_run=run.get("run_id"), hop=hop)
+                              created_run=run.get("run_id"), hop=hop, member=_who(caller))
     return {"task": {k: doc["task"][k] for k in ("id", "status", "principal", "created_by")}}
 
 

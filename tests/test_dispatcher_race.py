@@ -1,0 +1,49 @@
+"""Dispatchers starting while another serves never fail each other's turns: a turn is answered
+once, and its status tells the truth (issue 16, item 6), with real concurrent `fw dispatch`."""
+
+import os
+import signal
+import subprocess
+import time
+
+from conftest import fw_bin, fwj
+from fakes.chat_server import ChatServer
+from test_dispatcher_recovery import rows, wait_for
+from test_sessions import post, setup
+
+AGENTS = tuple("abcdefgh")
+TURNS = 100
+
+
+def test_dispatchers_started_again_and_again_beside_a_serving_one_answer_every_turn_once(home):
+    with ChatServer([{"content": "an answer", "sleep": 0.2}], repeat_last=True) as server:
+        setup(server.base_url, *AGENTS)
+        fwj("session", "create", "s1", "--member", "alice", *sum((["--member", a] for a in AGENTS), []))
+        for i in range(300):  # a home with many people: posting an answer reads them all, which takes a while
+            (home / "principals" / f"user{i}.yaml").write_text("kind: user\n")
+        for i in range(TURNS):
+            post("s1", "alice", f"@{AGENTS[i % len(AGENTS)]} question {i}")
+        serving = subprocess.Popen([fw_bin(), "dispatch", "--workers", "4"], env={**os.environ, "FW_HOME": str(home)},
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        try:
+            assert wait_for(lambda: len(server.requests) > 0, 60)
+            launched = []
+            for _ in range(12):  # each starts, looks for dead dispatchers' work, runs what it can claim, and exits
+                launched.append(subprocess.Popen([fw_bin(), "dispatch", "--once", "--workers", "1", "--json"],
+                                                 env={**os.environ, "FW_HOME": str(home)}, stdout=subprocess.PIPE,
+                                                 stderr=subprocess.PIPE, text=True))
+                time.sleep(0.7)
+            starts = [(p.communicate(timeout=240), p.returncode) for p in launched]
+            settled = "SELECT count(*) AS n FROM turns WHERE status IN ('pending', 'running')"
+            assert wait_for(lambda: rows(home, settled)[0]["n"] == 0, 240), rows(home, "SELECT id, status FROM turns")
+        finally:
+            serving.send_signal(signal.SIGINT)
+            _, err = serving.communicate(timeout=60)
+    assert all(code == 0 for _, code in starts), [out for out, code in starts if code]
+    assert "Traceback" not in err
+    turns = rows(home, "SELECT id, status, run_id, error FROM turns ORDER BY id")
+    assert [t["status"] for t in turns] == ["done"] * TURNS, [t for t in turns if t["status"] != "done"]
+    answers = rows(home, "SELECT run_id FROM messages WHERE author != 'alice'")
+    assert len(answers) == TURNS  # every turn answered ...
+    assert sorted(a["run_id"] for a in answers) == sorted(t["run_id"] for t in turns)  # ... once, by the run its turn records
+    assert len(server.requests) == TURNS  # and no turn was run twice
