@@ -8,7 +8,7 @@ import typer
 
 from ..domain.agents import agent_show
 from ..domain.resources import resource_list, resource_write
-from .common import complete_agent, complete_category, complete_group, home_of
+from .common import TIMEOUT_HELP, complete_agent, complete_category, complete_group, home_of, run_gateway
 from .output import JsonOpt, emit, read_text_arg
 from .resource import render_activation, render_list, render_resource, render_written
 
@@ -161,7 +161,7 @@ def run(
     message_file: Annotated[Optional[str], typer.Option("--message-file", metavar="PATH", help="Read the message from this file.")] = None,
     principal: Annotated[Optional[str], typer.Option("--principal", help="Run as this principal (a managed run: its binding must run this agent and be enabled).")] = None,
     max_rounds: Annotated[Optional[int], typer.Option("--max-rounds", metavar="N", help="Stop after N model calls (default: the binding's limit, else none).")] = None,
-    timeout: Annotated[float, typer.Option("--timeout", metavar="SECONDS", help="How long to wait for each model answer.")] = 60.0,
+    timeout: Annotated[Optional[float], typer.Option("--timeout", metavar="SECONDS", help=TIMEOUT_HELP, show_default=False)] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Run an agent on one message: start a run, let its model call the run's tools until it
@@ -173,7 +173,8 @@ def run(
     text = _message(message, message_file)
     home = home_of(ctx)
     progress = None if json_wanted(as_json) else run_progress
-    doc = agent_run(home, text, agent=name, principal=principal, max_rounds=max_rounds, timeout=timeout, on_event=progress)
+    doc = agent_run(home, text, agent=name, principal=principal, max_rounds=max_rounds, timeout=timeout, on_event=progress,
+                    gateway=run_gateway)
     emit(doc, as_json, lambda c: _render_answer(c, doc))
 
 

@@ -7,7 +7,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from .common import home_of
+from .common import home_of, run_gateway
 from .output import JsonOpt, emit, table
 
 app = typer.Typer(help="Add, list, show, change and remove bots; try a local bot with `fw bot local`.")
@@ -113,7 +113,8 @@ def say(
     from .output import json_wanted, write_out  # lazy: start-up speed
 
     quiet = quiet and not json_wanted(as_json)
-    doc = local_say(home_of(ctx), bot, from_, text, group, run=not no_run, on_event=None if json_wanted(as_json) or quiet else run_progress)
+    doc = local_say(home_of(ctx), bot, from_, text, group, run=not no_run, on_event=None if json_wanted(as_json) or quiet else run_progress,
+                    gateway=run_gateway)
     if quiet:
         if doc.get("run"):
             write_out(doc["run"]["run_id"])

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -18,6 +18,17 @@ def home_of(ctx: typer.Context) -> Home:
     home = Home.open((root.obj or {}).get("home"))
     secrets.remember_home(home)  # every output of this command is redacted of every stored secret
     return home
+
+
+def run_gateway(home: Home, run_id: str, sources: Any, on_call: Any) -> Any:
+    """The gateway of one run, for an external runner: the engine's `GatewayStarter`. It is a
+    network door (serve/), so the CLI hands it to the engine."""
+    from ..serve.gateway import run_gateway as serve_run  # lazy: start-up speed
+
+    return serve_run(home, run_id, sources, on_call)
+
+
+TIMEOUT_HELP = "How long to wait for each model answer (default 60), or for an external runner to finish (default 600)."
 
 
 # -- shell completion: each callback lists what exists, and never fails --------------------

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Optional
 
 import typer
 
-from .common import home_of
+from .common import TIMEOUT_HELP, home_of, run_gateway
 from .output import JsonOpt, emit, json_wanted, write_out
 
 app = typer.Typer(help="Run pending turns and tasks as managed runs.")
@@ -17,7 +17,7 @@ def dispatch(
     ctx: typer.Context,
     once: Annotated[bool, typer.Option("--once", help="Run until nothing is pending, then exit with a summary.")] = False,
     workers: Annotated[int, typer.Option("--workers", metavar="N", help="Turns run at once, across principals (one at a time per principal).")] = 4,
-    timeout: Annotated[float, typer.Option("--timeout", metavar="SECONDS", help="How long to wait for each model answer.")] = 60.0,
+    timeout: Annotated[Optional[float], typer.Option("--timeout", metavar="SECONDS", help=TIMEOUT_HELP, show_default=False)] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Run pending turns and tasks. A turn is a managed run of its principal's binding, tied
@@ -31,7 +31,7 @@ def dispatch(
     progress = None if json_wanted(as_json) else _progress
     if not once and not json_wanted(as_json):
         write_out(f"fw dispatch: serving {home.root} with {workers} worker(s); Ctrl-C stops.", err=True)
-    doc = run_dispatch(home, once=once, workers=workers, on_event=progress, timeout=timeout)
+    doc = run_dispatch(home, once=once, workers=workers, on_event=progress, timeout=timeout, gateway=run_gateway)
     emit(doc, as_json, lambda c: _render(c, doc))
 
 

@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 import typer
 
-from .common import home_of
+from .common import home_of, run_gateway
 from .output import JsonOpt, emit, read_data_arg
 
 app = typer.Typer(help="Handle chat-platform events: a managed run of the bot's principal, with the event frozen in it.")
@@ -37,7 +37,7 @@ def handle(
 
     raw = read_data_arg(event, "--event")
     home = home_of(ctx)
-    doc = handle_event(home, bot, raw, run=not no_run, on_event=None if json_wanted(as_json) else run_progress)
+    doc = handle_event(home, bot, raw, run=not no_run, on_event=None if json_wanted(as_json) else run_progress, gateway=run_gateway)
     if doc.get("handled") and "gateway_token" in doc["run"]:
         from .output import emit_started  # lazy: start-up speed
 

@@ -107,9 +107,10 @@ async def _refuse(exc: FwError, scope: Any, receive: Any, send: Any) -> None:
     await response(scope, receive, send)
 
 
-def gateway_app(home: Home, *, only_run: str | None = None, sources: dict[str, Any] | None = None) -> Any:
+def gateway_app(home: Home, *, only_run: str | None = None, sources: dict[str, Any] | None = None, on_call: Any = None) -> Any:
     """The gateway as a Starlette app: every active run's, or (`only_run`) one run's, whose
-    open MCP connections may be handed in (`sources`: run id -> RunSources)."""
+    open MCP connections may be handed in (`sources`: run id -> RunSources); `on_call` hears
+    each call's outcome."""
     from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
     from starlette.applications import Starlette
     from starlette.routing import Route
@@ -124,7 +125,7 @@ def gateway_app(home: Home, *, only_run: str | None = None, sources: dict[str, A
         run_id = getattr(request, "scope", {}).get(RUN_KEY) if request is not None else None
         if run_id is None:
             raise FwError("denied", "no valid gateway token", "give the token as Authorization: Bearer TOKEN", reason="token")
-        return ToolHandlers(home, Caller("run", run_id), opened.of(run_id), via=GATEWAY)
+        return ToolHandlers(home, Caller("run", run_id), opened.of(run_id), via=GATEWAY, on_call=on_call)
 
     manager = StreamableHTTPSessionManager(mcp_server(handlers_for), stateless=True, json_response=True)
 
@@ -151,13 +152,14 @@ def serve_gateway(home: Home, listen: str = DEFAULT_LISTEN, on_started: Any = No
 
 
 @contextlib.contextmanager
-def run_gateway(home: Home, run_id: str, sources: Any = None) -> Iterator[str]:
+def run_gateway(home: Home, run_id: str, sources: Any = None, on_call: Any = None) -> Iterator[str]:
     """The gateway of one run, on an ephemeral loopback port, served from a thread for as long
-    as the block runs: yields its URL (`http://127.0.0.1:PORT/mcp`)."""
+    as the block runs: yields its URL (`http://127.0.0.1:PORT/mcp`). The engine's
+    `GatewayStarter`, for an external runner."""
     import uvicorn
 
     sock = bind("127.0.0.1", 0)
-    app = gateway_app(home, only_run=run_id, sources={run_id: sources} if sources is not None else None)
+    app = gateway_app(home, only_run=run_id, sources={run_id: sources} if sources is not None else None, on_call=on_call)
     app = LoopbackHostOnly(app)
     config = uvicorn.Config(app, log_config=None, log_level="critical", access_log=False, lifespan="on",
                             timeout_graceful_shutdown=5, server_header=False)

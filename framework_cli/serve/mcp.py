@@ -30,9 +30,10 @@ class ToolHandlers:
     thread gets its own `Home` (a home's lock is re-entrant within one object, and must keep
     two threads' writes apart as it keeps two processes' apart)."""
 
-    def __init__(self, home: Home, caller: Caller, sources: Any = None, via: str | None = None) -> None:
-        # `via`: the front door the audit names (`gateway`, which also serves the asset tools)
-        self.home, self.caller, self.sources, self.via = home, caller, sources, via
+    def __init__(self, home: Home, caller: Caller, sources: Any = None, via: str | None = None, on_call: Any = None) -> None:
+        # `via`: the front door the audit names (`gateway`, which also serves the asset tools);
+        # `on_call(name, arguments, document, is_error)` hears each call's outcome
+        self.home, self.caller, self.sources, self.via, self.on_call = home, caller, sources, via, on_call
 
     def tools(self) -> list[dict[str, Any]]:
         """The caller's tools as MCP lists them: name, title, description, input schema and
@@ -41,6 +42,12 @@ class ToolHandlers:
 
     def call(self, name: str, arguments: Any) -> tuple[dict[str, Any], bool]:
         """(the result or error document, whether it is an error); never raises."""
+        doc, is_error = self._call(name, arguments)
+        if self.on_call is not None:
+            self.on_call(name, arguments, doc, is_error)
+        return doc, is_error
+
+    def _call(self, name: str, arguments: Any) -> tuple[dict[str, Any], bool]:
         try:
             return call_tool(Home(self.home.root), self.caller, name, arguments, self.sources, via=self.via,
                              assets=self.via is not None), False
