@@ -36,6 +36,8 @@ class FakeToolService:
 
     def __call__(self, name, args):
         self.calls.append((name, args))
+        if not isinstance(args, dict):  # as the real service: refused (and audited) before any handler
+            raise FwError("invalid", f"{name}: the arguments must be a JSON object", "", field="(arguments)")
         answer = self.answers.get(name, lambda a: {"sum": a.get("a", 0) + a.get("b", 0)})
         return answer(args)
 
@@ -57,7 +59,7 @@ def test_two_rounds_call_a_tool_then_answer(stream):
         result = loop(server, stream=stream, service=service, events=events)
 
     assert result.to_dict("run-1") == {"run_id": "run-1", "status": "completed", "answer": "It is 3.", "rounds": 2,
-                                       "tool_calls": [{"name": "framework_add", "outcome": "ok"}]}
+                                       "finish_reason": "stop", "tool_calls": [{"name": "framework_add", "outcome": "ok"}]}
     assert service.calls == [("framework_add", {"a": 1, "b": 2})]
     first, second = server.requests
     assert first["path"] == "/v1/chat/completions"
@@ -73,6 +75,9 @@ def test_two_rounds_call_a_tool_then_answer(stream):
     assert assistant["tool_calls"] == [{"id": call_id, "type": "function",
                                         "function": {"name": "framework_add", "arguments": '{"a": 1, "b": 2}'}}]
     assert tool == {"role": "tool", "tool_call_id": call_id, "content": '{"sum": 3}'}
+    texts = [e["text"] for e in events if e["type"] == "text"]  # streamed answers are heard as they come
+    assert "".join(texts) == ("It is 3." if stream else "") and (len(texts) > 1) is stream
+    events = [e for e in events if e["type"] != "text"]
     assert [e["type"] for e in events] == ["round", "tool_call", "round", "answer"]
     assert events[1]["outcome"] == "ok" and events[3]["text"] == "It is 3."
 
@@ -145,24 +150,26 @@ def test_refused_failed_and_malformed_calls_are_answered_and_the_loop_goes_on():
     assert [(c["outcome"], c.get("error")) for c in result.tool_calls] == [
         ("refused", "denied"), ("refused", "run_ended"), ("error", "invalid"), ("error", "internal"),
         ("error", "invalid"), ("error", "invalid"), ("ok", None)]
-    # Malformed arguments never reach the service; an empty text means no arguments.
+    # Malformed arguments reach the service as they came (so that it audits them); an empty
+    # text means no arguments.
     assert [name for name, _ in service.calls] == [
-        "framework_nope", "framework_ended", "framework_invalid", "framework_crash", "framework_add"]
-    assert service.calls[-1] == ("framework_add", {})
+        "framework_nope", "framework_ended", "framework_invalid", "framework_crash", "framework_add", "framework_add", "framework_add"]
+    assert service.calls[4:] == [("framework_add", "{not json"), ("framework_add", [1, 2]), ("framework_add", {})]
     answers = [m for m in server.requests[1]["json"]["messages"] if m["role"] == "tool"]
     errors = [json.loads(m["content"]).get("error", {}) for m in answers]
     assert [e.get("code") for e in errors] == ["denied", "run_ended", "invalid", "internal", "invalid", "invalid", None]
     assert errors[0]["message"] == "framework_nope is not one of this run's tools"
+    assert "not valid JSON" in errors[4]["message"] and "not a JSON object" in errors[5]["message"]
     assert "RuntimeError" in errors[3]["message"]
     assert CANARY not in json.dumps(server.requests[1]["json"]) and "Traceback" not in json.dumps(errors)
 
 
 def test_a_failing_model_ends_the_loop_as_unavailable():
-    with ChatServer([{"status": 503, "body": "overloaded"}]) as server:
+    with ChatServer([{"status": 503, "body": "overloaded"}], repeat_last=True) as server:
         with pytest.raises(FwError) as caught:
             loop(server)
     assert caught.value.code == "unavailable" and caught.value.exit_code == 7
-    assert caught.value.extra == {"reason": "model", "status": 503}
+    assert caught.value.extra == {"reason": "model", "status": 503, "tries": 3}
 
 
 # -- model failures: never the key ----------------------------------------------------------
@@ -229,7 +236,7 @@ def test_an_unreachable_model_is_unavailable():
     client = ChatClient(f"http://127.0.0.1:{port}/v1", CANARY, "m-1", timeout=5)
     with pytest.raises(FwError) as caught:
         client.complete([{"role": "user", "content": "hi"}], None)
-    assert caught.value.code == "unavailable" and caught.value.extra == {"reason": "model", "status": None}
+    assert caught.value.code == "unavailable" and caught.value.extra == {"reason": "model", "status": None, "tries": 1}
     assert "ConnectError" in caught.value.message and CANARY not in shown(caught.value)
 
 

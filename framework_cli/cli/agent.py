@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Annotated, Any, Optional
 
 import typer
@@ -172,10 +173,16 @@ def run(
 
     text = _message(message, message_file)
     home = home_of(ctx)
-    progress = None if json_wanted(as_json) else run_progress
-    doc = agent_run(home, text, agent=name, principal=principal, max_rounds=max_rounds, timeout=timeout, on_event=progress,
-                    gateway=run_gateway)
-    emit(doc, as_json, lambda c: _render_answer(c, doc))
+    as_json = json_wanted(as_json)
+    # On a terminal the answer shows as it arrives; JSON and pipes get it whole, as before.
+    printer = None if as_json else RunPrinter(stream=sys.stdout.isatty())
+    try:
+        doc = agent_run(home, text, agent=name, principal=principal, max_rounds=max_rounds, timeout=timeout,
+                        on_event=printer, stream=bool(printer and printer.stream), gateway=run_gateway)
+    finally:
+        if printer is not None:
+            printer.end_line()  # a failure after some text came: the error starts on a line of its own
+    emit(doc, as_json, lambda c: _render_answer(c, doc, shown=bool(printer and printer.shown_answer)))
 
 
 def _message(message: Optional[str], message_file: Optional[str]) -> str:
@@ -197,13 +204,50 @@ def run_progress(event: dict[str, Any]) -> None:
     elif event["type"] == "tool_call":
         outcome = event["outcome"] + (f" ({event['error']})" if event.get("error") else "")
         write_out(f"  tool {event['name']}: {outcome}", err=True)
+    elif event["type"] == "retry":
+        write_out(f"  model: {event['why']}; trying again in {event['wait']:g} s (try {event['try']} of {event['of']})", err=True)
 
 
-def _render_answer(console: Any, doc: dict[str, Any]) -> None:
+class RunPrinter:
+    """`run_progress`, and with `stream` each answer's text on stdout as it arrives."""
+
+    def __init__(self, stream: bool) -> None:
+        from .output import StreamedText  # lazy: start-up speed
+
+        self.stream = stream
+        self.shown_answer = False  # the last round's text went out as it came
+        self._text = StreamedText()
+
+    def __call__(self, event: dict[str, Any]) -> None:
+        kind = event["type"]
+        if kind == "text":
+            self._text.write(event["text"])
+            self.shown_answer = True
+            return
+        self._text.end_line()  # progress goes to stderr: end the answer's line first
+        if kind in ("round", "retry"):
+            self.shown_answer = False  # a new answer, or this one again from its start
+        run_progress(event)
+
+    def end_line(self) -> None:
+        self._text.end_line()
+
+
+FINISH_NOTES = {
+    "length": "The answer was cut short: the model reached its length limit (finish_reason length).",
+    "content_filter": "The provider's content filter stopped the answer (finish_reason content_filter).",
+}
+
+
+def _render_answer(console: Any, doc: dict[str, Any], shown: bool = False) -> None:
+    """The answer (unless it was shown as it streamed in), what cut it short, and a summary."""
     from rich.text import Text
 
     rounds = doc["rounds"]
     if doc["status"] == "max_rounds":
-        console.print(Text(f"Stopped after {rounds} round{'s' if rounds != 1 else ''} (--max-rounds); the last answer:", style="yellow"))
-    console.print(doc["answer"] or "(no answer)")
+        console.print(Text(f"Stopped after {rounds} round{'s' if rounds != 1 else ''} (--max-rounds); the last answer{' is above' if shown else ''}:", style="yellow"))
+    if not shown:
+        console.print(Text(doc["answer"] or "(no answer)"))
+    if doc.get("finish_reason") in FINISH_NOTES:
+        console.print(Text(FINISH_NOTES[doc["finish_reason"]], style="yellow"))
     console.print(Text(f"run {doc['run_id']}: {doc['status']}, {rounds} round{'s' if rounds != 1 else ''}, {len(doc['tool_calls'])} tool call{'s' if len(doc['tool_calls']) != 1 else ''}", style="dim"))

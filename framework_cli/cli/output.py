@@ -13,7 +13,7 @@ from typing import Annotated, Any
 import typer
 
 from ..errors import FwError
-from ..home.secrets import redact
+from ..home.secrets import redact, unsafe_tail
 
 JsonOpt = Annotated[
     bool,
@@ -68,6 +68,42 @@ def write_out(text: str, *, err: bool = False, reveal: str | None = None) -> Non
         stream.flush()
     except BrokenPipeError:
         _reader_went_away(stream)
+
+
+class StreamedText:
+    """Text written to stdout piece by piece as it arrives (a streamed answer), redacted: the
+    end of a piece that could begin a secret waits for the next piece."""
+
+    def __init__(self) -> None:
+        self._held = ""
+        self.open = False  # written text not yet ended by a newline
+
+    def write(self, piece: str) -> None:
+        text = redact(self._held + piece)
+        keep = unsafe_tail(text)
+        self._held = text[len(text) - keep:] if keep else ""
+        self._put(text[:len(text) - keep])
+
+    def end_line(self) -> None:
+        """Flush what is held and end the line, if any text was written."""
+        if self._held:
+            self._put(redact(self._held))
+            self._held = ""
+        if self.open:
+            self._put("\n")
+            self.open = False
+
+    def _put(self, text: str) -> None:
+        if not text:
+            return
+        if any("\ud800" <= ch <= "\udfff" for ch in text):  # a lone surrogate cannot be printed: show "?"
+            text = text.encode("utf-8", "replace").decode("utf-8")
+        try:
+            sys.stdout.write(text)
+            sys.stdout.flush()
+        except BrokenPipeError:
+            _reader_went_away(sys.stdout)
+        self.open = not text.endswith("\n")
 
 
 def _reader_went_away(stream: Any) -> None:

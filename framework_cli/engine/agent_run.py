@@ -10,6 +10,7 @@ a model or program that fails, Ctrl-C).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from ..domain.identities import get_binding
@@ -39,14 +40,16 @@ def agent_run(
     on_event: OnEvent | None = None,
     context: dict[str, Any] | None = None,
     history: list[dict[str, Any]] | None = None,
+    stream: bool = False,
     gateway: GatewayStarter | None = None,
 ) -> dict[str, Any]:
-    """Run an agent on one message: `{"run_id", "status", "answer", "rounds", "tool_calls"}`.
-    `context` is recorded with the run (the session it is tied to, the event it handles);
-    `history` holds earlier messages of a conversation, put before `message`. The run's
-    runner does the work: fw's own model loop, or an external program its harness names,
-    which reaches the run through its own gateway (`gateway` serves one; the CLI hands it in).
-    `timeout` bounds each model answer (default 60 s), or an external runner (default 600 s)."""
+    """Run an agent on one message: `{"run_id", "status", "answer", "rounds", "finish_reason",
+    "tool_calls"}`. `context` is recorded with the run (the session it is tied to, the event it
+    handles); `history` holds earlier messages of a conversation, put before `message`;
+    `stream` asks the model to stream its answers (their text reaches `on_event` as it comes).
+    The run's runner does the work: fw's own model loop, or an external program its harness
+    names, which reaches the run through its own gateway (`gateway` serves one; the CLI hands
+    it in). `timeout` bounds each model answer (default 60 s), or an external runner (600 s)."""
     if max_rounds is not None and (isinstance(max_rounds, bool) or not isinstance(max_rounds, int) or max_rounds < 1):
         raise FwError("invalid", "max_rounds must be a whole number, at least 1", "e.g. --max-rounds 5")
     if timeout is not None:
@@ -61,45 +64,51 @@ def agent_run(
     try:
         if on_event:
             on_event({"type": "started", "run": record})
-        job = RunJob(home, record, token, sources, message, history, on_event)
-        if record.get("runner", {}).get("type") == EXTERNAL:
-            result = ExternalRunner(gateway, timeout if timeout is not None else DEFAULT_RUNNER_TIMEOUT).run(job)
-        else:
-            result = LocalRunner(timeout if timeout is not None else DEFAULT_MODEL_TIMEOUT, max_rounds).run(job)
+        if (record.get("runner") or {}).get("type") == EXTERNAL:
+            job = RunJob(home, record, token, sources, message, history, on_event)
+            return ExternalRunner(gateway, timeout if timeout is not None else DEFAULT_RUNNER_TIMEOUT).run(job)
+        turn = Turn(message, history, max_rounds if max_rounds is not None else record.get("max_rounds"),
+                    timeout if timeout is not None else DEFAULT_MODEL_TIMEOUT, stream)
+        return run_model_loop(home, record, sources, turn, on_event)
     except FwError as exc:
         exc.extra.setdefault("run_id", run_id)
         raise
     finally:
         sources.close()
         _end(home, run_id)
-    return result
 
 
 INPUT_KEPT = 65536  # characters of the input text kept in the run record (fw_get_current_event)
 
 
-class LocalRunner:
-    """fw's own model loop: the agent's model, reached through its provider, calls the run's
-    tools through the tool service until it answers (or reaches the round limit)."""
+@dataclass
+class Turn:
+    """What a runner is asked to do in a started run."""
 
-    def __init__(self, timeout: float, max_rounds: int | None) -> None:
-        self.timeout, self.max_rounds = timeout, max_rounds
+    message: str
+    history: list[dict[str, Any]] | None
+    max_rounds: int | None
+    timeout: float
+    stream: bool = False
 
-    def run(self, job: RunJob) -> dict[str, Any]:
-        home, record = job.home, job.record
-        client = chat_client(home, record, self.timeout)
-        caller = Caller("run", record["run_id"], record)
-        result = run_loop(
-            client,
-            system=system_prompt(home, record),
-            history=job.history,
-            user=job.message,
-            tools=list_tools(home, caller)["tools"],
-            call_tool=lambda name, args: call_tool(home, caller, name, args, job.sources),
-            max_rounds=self.max_rounds if self.max_rounds is not None else record.get("max_rounds"),
-            on_event=job.on_event,
-        )
-        return result.to_dict(record["run_id"])
+
+def run_model_loop(home: Home, record: dict[str, Any], sources: Any, turn: Turn, on_event: OnEvent | None) -> dict[str, Any]:
+    """The built-in local runner: fw's own model loop over the run's tools, every call through
+    the tool service as the run."""
+    run_id = record["run_id"]
+    client = chat_client(home, record, turn.timeout, stream=turn.stream)
+    caller = Caller("run", run_id, record)
+    result = run_loop(
+        client,
+        system=system_prompt(home, record),
+        history=turn.history,
+        user=turn.message,
+        tools=list_tools(home, caller)["tools"],
+        call_tool=lambda name, args: call_tool(home, caller, name, args, sources),
+        max_rounds=turn.max_rounds,
+        on_event=on_event,
+    )
+    return result.to_dict(run_id)
 
 
 def check_timeout(timeout: Any) -> None:
@@ -117,7 +126,7 @@ def _require_binding_runs(home: Home, principal: str, agent: str) -> None:
                       f"run it as that agent: `fw agent run {binding['agent']} --principal {principal} ...`")
 
 
-def chat_client(home: Home, run: dict[str, Any], timeout: float) -> ChatClient:
+def chat_client(home: Home, run: dict[str, Any], timeout: float, *, stream: bool = False) -> ChatClient:
     """The model the run's agent names, as the run froze it, reached through its provider
     (as frozen) with the provider's key (read now: a key is never in a snapshot)."""
     name = run["definition"].get("model")
@@ -127,7 +136,7 @@ def chat_client(home: Home, run: dict[str, Any], timeout: float) -> ChatClient:
     model = frozen_data(home, run, "model")["data"]
     provider = frozen_data(home, run, "provider")["data"]
     key = provider_key(home, model["provider"], provider)
-    return ChatClient(provider["base_url"], key, model["model_id"], timeout=timeout)
+    return ChatClient(provider["base_url"], key, model["model_id"], timeout=timeout, stream=stream)
 
 
 def system_prompt(home: Home, run: dict[str, Any]) -> str:

@@ -87,7 +87,7 @@ class ExternalRunner:
                           stderr=tail)
         answer = redact(done.stdout.decode("utf-8", errors="replace")).strip()
         return {"run_id": record["run_id"], "status": "completed", "answer": answer, "rounds": 0,
-                "tool_calls": list(job.tool_calls), "runner": "external"}
+                "finish_reason": "stop", "tool_calls": list(job.tool_calls), "runner": "external"}
 
 
 def _start(argv: list[str], folder: str, env: dict[str, str], timeout: float, text: str) -> Any:

@@ -27,7 +27,8 @@ OnEvent = Callable[[dict[str, Any]], None]
 
 
 class ChatModel(Protocol):
-    def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> Reply: ...
+    def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
+                 on_event: OnEvent | None = None) -> Reply: ...
 
 
 @dataclass
@@ -37,6 +38,7 @@ class LoopResult:
     rounds: int  # model calls made
     tool_calls: list[dict[str, Any]] = field(default_factory=list)  # {"name", "outcome", "error"?}
     messages: list[dict[str, Any]] = field(default_factory=list)  # the whole conversation, wire format
+    finish_reason: str | None = None  # the model's, for its last answer
 
     def to_dict(self, run_id: str) -> dict[str, Any]:
         return {
@@ -44,6 +46,7 @@ class LoopResult:
             "status": self.status,
             "answer": self.answer,
             "rounds": self.rounds,
+            "finish_reason": self.finish_reason,
             "tool_calls": self.tool_calls,
         }
 
@@ -66,10 +69,11 @@ def run_loop(
     result = LoopResult("max_rounds", "", 0, messages=conversation)
     while max_rounds is None or result.rounds < max_rounds:
         emit({"type": "round", "n": result.rounds + 1})
-        reply = client.complete(result.messages, tools)
+        reply = client.complete(result.messages, tools, emit)
         refuse_lone_surrogates(reply.content, "content", "the model's answer")
         result.rounds += 1
-        result.answer = redact(reply.content or "")
+        result.answer = redact(reply.content or reply.refusal or "")  # a refusal's text is the answer
+        result.finish_reason = reply.finish_reason
         result.messages.append(assistant_message(reply))
         if not reply.tool_calls:
             result.status = "completed"
@@ -99,14 +103,20 @@ def assistant_message(reply: Reply) -> dict[str, Any]:
 
 def answer_tool_call(call: ToolCall, call_tool: CallTool) -> tuple[dict[str, Any], str]:
     """Run one tool call through the caller's tool service: its record, and the text the model
-    reads (the result document, or the error document when it was refused or failed)."""
+    reads (the result document, or the error document when it was refused or failed).
+    Arguments that are not a JSON object go to the service all the same, as they came: it
+    refuses them (and audits the call) unless it refuses the call for a graver reason first;
+    the model then reads why its arguments could not be read."""
     name = without_lone_surrogates(redact(call.name))  # as shown and recorded; the service sees the name as sent
     try:
-        arguments = parse_arguments(call)
+        arguments, unreadable = parse_arguments(call), None
+    except FwError as exc:
+        arguments, unreadable = _as_sent(call), exc
+    try:
         # The service decides about every name, an unknown one too (it answers denied).
         content = json.dumps(redact_document(call_tool(call.name, arguments)), ensure_ascii=False)
     except FwError as exc:
-        return _failed(name, exc)
+        return _failed(name, unreadable if unreadable is not None and exc.code == "invalid" else exc)
     except Exception as exc:  # a bug in a tool must not end the run, nor show a traceback
         return _failed(name, FwError("internal", f"unexpected error in tool {name}: {type(exc).__name__}",
                                      "this is a bug in fw; please report it"))
@@ -127,6 +137,14 @@ def parse_arguments(call: ToolCall) -> dict[str, Any]:
         raise FwError("invalid", f"the arguments of {call.name} are not a JSON object",
                       "send the arguments as one JSON object that fits the tool's input_schema")
     return arguments
+
+
+def _as_sent(call: ToolCall) -> Any:
+    """Arguments that are no JSON object: the JSON value they are, or else their text."""
+    try:
+        return json.loads(call.arguments)
+    except ValueError:
+        return call.arguments
 
 
 def _failed(name: str, exc: FwError) -> tuple[dict[str, Any], str]:

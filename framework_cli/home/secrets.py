@@ -254,3 +254,15 @@ def _retire(home: Home, values: list[str]) -> None:
         return
     kept = [v for v in _retired(home) if v not in fresh] + fresh
     home.write_text(RETIRED, json.dumps(kept[-MAX_RETIRED:], indent=2) + "\n", secret=True)
+
+
+def unsafe_tail(text: str) -> int:
+    """How many characters at the end of `text` could be the start of a remembered secret:
+    text shown as it streams in holds them back until the next piece tells."""
+    longest = 0
+    for value in _known:
+        for size in range(min(len(value) - 1, len(text)), longest, -1):
+            if text.endswith(value[:size]):
+                longest = size
+                break
+    return longest

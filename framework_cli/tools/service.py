@@ -9,6 +9,7 @@ must fit the tool's JSON Schema. Allowed or refused, each call leaves one audit 
 from __future__ import annotations
 
 import importlib
+import json
 from typing import Any
 
 from ..domain.projection import Snapshot, cap_tools, project, runner_refusal
@@ -173,18 +174,36 @@ def _still_may_act(home: Home, run: dict[str, Any], name: str, args: Any) -> Non
         check(home, run, name, args)
 
 
-def _validate_args(tool: Tool, args: Any) -> None:
+_VALIDATORS: dict[str, Any] = {}  # a schema's JSON text -> its validator (None: not valid JSON Schema)
+
+
+def _validator(schema: dict[str, Any]) -> Any:
+    """The validator of a schema, checked and built once a process, not on every call."""
+    key = json.dumps(schema, sort_keys=True, ensure_ascii=False, default=str)
+    if key in _VALIDATORS:
+        return _VALIDATORS[key]
     import jsonschema
 
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    try:
+        cls.check_schema(schema)
+        validator = cls(schema)
+    except jsonschema.SchemaError:
+        validator = None  # an MCP server's own schema that is not valid JSON Schema: the server checks its arguments
+    _VALIDATORS[key] = validator
+    return validator
+
+
+def _validate_args(tool: Tool, args: Any) -> None:
     if not isinstance(args, dict):
         raise FwError("invalid", f"{tool.name}: the arguments must be a JSON object", "see the tool's input_schema in `fw tool list`", field="(arguments)")
     refuse_lone_surrogates(args, "", tool.name)
-    try:
-        cls = jsonschema.validators.validator_for(tool.input_schema, default=jsonschema.Draft202012Validator)
-        cls.check_schema(tool.input_schema)
-    except jsonschema.SchemaError:
-        return  # an MCP server's own schema that is not valid JSON Schema: the server checks its arguments
-    error = jsonschema.exceptions.best_match(cls(tool.input_schema).iter_errors(args))
+    validator = _validator(tool.input_schema)
+    if validator is None:
+        return
+    import jsonschema  # lazy: start-up speed
+
+    error = jsonschema.exceptions.best_match(validator.iter_errors(args))
     if error is not None:
         where = "/".join(str(p) for p in error.absolute_path) or "(arguments)"
         # the validator's own message may quote the value; say what is wrong without it

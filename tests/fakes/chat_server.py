@@ -11,13 +11,27 @@ Each POST to /v1/chat/completions takes the next step of the script:
   {"status": 401, "body": "..."}   an HTTP error
   {"raw": "...", "content_type"?: "..."}   this body as it is
   {"sleep": seconds}       added to any step: wait that long before answering
+  {"status": 429, "headers": {"Retry-After": "1"}}   an HTTP error with these headers
+  {"drop": True}           close the connection without answering
+  {"finish_reason": "length"}   added to a reply: this finish_reason instead of stop/tool_calls
+  {"refusal": "..."}       a reply that refuses: no content, the text in `refusal`
+  {"error": {...}}         a 200 answer holding this error object; with "stream" (or when the
+                           request asked to stream) it comes mid-stream, after any content
+  {"no_index": True}       added to a streamed reply: tool-call pieces carry no `index`, only
+                           the call's `id`, repeated on every piece
+  {"trickle": seconds}     a 200 answer that never ends: one SSE comment (streamed) or one
+                           space of a JSON body every so many seconds, until the client leaves
+  {"gate": threading.Event()}   added to a streamed reply: the stream pauses after its first
+                           content piece until the event is set
 When the script runs out, the last step repeats (repeat_last=True) or the answer is 500.
-`GET /v1/models` lists one model, "m-1".
+`GET /v1/models` lists one model, "m-1". Each request records the client's port as
+"client_port": requests over one kept-alive connection share it.
 """
 
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -41,6 +55,8 @@ class ChatServer:
         self.script = list(script)
         self.repeat_last = repeat_last
         self.requests: list[dict[str, Any]] = []
+        self.stopping = threading.Event()  # set on exit: endless answers (trickle, gate) stop
+        self.connections: list[Any] = []  # every accepted socket, closed on exit
         self._lock = threading.Lock()
         self._server = _QuietServer(("127.0.0.1", 0), _handler_for(self))
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
@@ -55,6 +71,15 @@ class ChatServer:
         return self
 
     def __exit__(self, *exc_info: Any) -> None:
+        self.stopping.set()
+        # Close the connections a client keeps alive, so that none of them can outlive this
+        # server and reach its handlers when a later server listens on the same port.
+        with self._lock:
+            for connection in self.connections:
+                try:
+                    connection.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
         self._server.shutdown()
         self._server.server_close()
         self._thread.join()
@@ -77,6 +102,14 @@ def _handler_for(chat: ChatServer) -> type[BaseHTTPRequestHandler]:
         def log_message(self, format: str, *args: Any) -> None:  # keep test output clean
             pass
 
+        def setup(self) -> None:
+            super().setup()
+            # Headers and body are written apart: without this, Nagle's algorithm and the
+            # client's delayed ACK hold every answer on a kept-alive connection ~40 ms.
+            self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            with chat._lock:
+                chat.connections.append(self.connection)
+
         def do_GET(self) -> None:
             if self.path.rstrip("/") == "/v1/models":
                 models = {"object": "list", "data": [{"id": "m-1", "object": "model"}]}
@@ -90,7 +123,8 @@ def _handler_for(chat: ChatServer) -> type[BaseHTTPRequestHandler]:
                 body = json.loads(raw)
             except ValueError:
                 body = None
-            request = {"path": self.path, "headers": {k.lower(): v for k, v in self.headers.items()}, "json": body}
+            request = {"path": self.path, "headers": {k.lower(): v for k, v in self.headers.items()}, "json": body,
+                       "client_port": self.client_address[1]}
             if self.path != "/v1/chat/completions":
                 self._send(404, "application/json", json.dumps({"error": {"message": f"no route {self.path}"}}))
                 return
@@ -102,8 +136,14 @@ def _handler_for(chat: ChatServer) -> type[BaseHTTPRequestHandler]:
             self._answer(step, bool(isinstance(body, dict) and body.get("stream")))
 
         def _answer(self, step: dict[str, Any], asked_stream: bool) -> None:
-            if "status" in step:
-                self._send(step["status"], "application/json", step.get("body", ""))
+            if step.get("drop"):
+                self.close_connection = True  # nothing written: the client sees the connection drop
+            elif "trickle" in step:
+                self._trickle(step["trickle"], ": still thinking\n\n" if step.get("stream", asked_stream) else " ")
+            elif "status" in step:
+                self._send(step["status"], "application/json", step.get("body", ""), step.get("headers"))
+            elif "gate" in step:
+                self._stream_with_gate(step)
             elif "raw" in step:
                 self._send(200, step.get("content_type", "application/json"), step["raw"])
             elif step.get("stream", asked_stream):
@@ -111,10 +151,43 @@ def _handler_for(chat: ChatServer) -> type[BaseHTTPRequestHandler]:
             else:
                 self._send(200, "application/json", json.dumps(completion(step)))
 
-        def _send(self, status: int, content_type: str, text: str) -> None:
+        def _trickle(self, every: float, piece: str) -> None:
+            self.close_connection = True
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream" if piece.startswith(":") else "application/json")
+            self.send_header("Connection", "close")
+            self.end_headers()
+            try:
+                while not chat.stopping.wait(every):
+                    self.wfile.write(piece.encode())
+                    self.wfile.flush()
+            except OSError:
+                pass  # the client went away, as it should
+
+        def _stream_with_gate(self, step: dict[str, Any]) -> None:
+            """The events of a streamed reply, written as they would be produced, pausing after
+            the first content piece until the test opens the gate."""
+            self.close_connection = True
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Connection", "close")
+            self.end_headers()
+            try:
+                for position, event in enumerate(stream_events(step)):
+                    self.wfile.write(event.encode())
+                    self.wfile.flush()
+                    if position == 2 and step.get("content"):  # a comment, the role, the first piece
+                        while not step["gate"].wait(0.05) and not chat.stopping.is_set():
+                            pass
+            except OSError:
+                pass
+
+        def _send(self, status: int, content_type: str, text: str, headers: dict[str, str] | None = None) -> None:
             data = text.encode()
             self.send_response(status)
             self.send_header("Content-Type", content_type)
+            for name, value in (headers or {}).items():
+                self.send_header(name, value)
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
             self.wfile.write(data)
@@ -134,8 +207,16 @@ def _calls(step: dict[str, Any]) -> list[dict[str, Any]]:
     return calls
 
 
+def _finish(step: dict[str, Any], calls: list[Any]) -> str:
+    return step.get("finish_reason") or ("tool_calls" if calls else "stop")
+
+
 def completion(step: dict[str, Any]) -> dict[str, Any]:
+    if "error" in step:
+        return {"error": step["error"]}
     message: dict[str, Any] = {"role": "assistant", "content": step.get("content")}
+    if "refusal" in step:
+        message["refusal"] = step["refusal"]
     calls = _calls(step)
     if calls:
         message["tool_calls"] = [
@@ -144,7 +225,8 @@ def completion(step: dict[str, Any]) -> dict[str, Any]:
         ]
     return {
         "id": "chatcmpl-fake", "object": "chat.completion", "model": "m-1",
-        "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if calls else "stop"}],
+        "choices": [{"index": 0, "message": message, "finish_reason": _finish(step, calls)}],
+        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},  # as OpenAI sends (llm reads it)
     }
 
 
@@ -161,17 +243,38 @@ def _chunk(delta: dict[str, Any], finish: str | None = None) -> str:
 def streamed_reply(step: dict[str, Any]) -> str:
     """The reply as server-sent events, the way OpenAI streams it: text in pieces, each tool
     call opened by a piece with its index, id and name, its arguments spread over later pieces."""
-    events = [": a comment line, which readers must skip\n\n", _chunk({"role": "assistant", "content": ""})]
-    if step.get("content"):
-        events += [_chunk({"content": piece}) for piece in _pieces(step["content"])]
-    calls = _calls(step)
+    return "".join(stream_events(step))
+
+
+def _tool_call_events(step: dict[str, Any], calls: list[dict[str, Any]]) -> list[str]:
+    events = []
     for index, call in enumerate(calls):
+        if step.get("no_index"):  # every piece names its call by id, none by index
+            events.append(_chunk({"tool_calls": [{"id": call["id"], "type": "function",
+                                                  "function": {"name": call["name"], "arguments": ""}}]}))
+            events += [_chunk({"tool_calls": [{"id": call["id"], "function": {"arguments": piece}}]})
+                       for piece in _pieces(call["arguments"])]
+            continue
         events.append(_chunk({"tool_calls": [{"index": index, "id": call["id"], "type": "function",
                                               "function": {"name": call["name"], "arguments": ""}}]}))
         events += [_chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
                    for piece in _pieces(call["arguments"])]
-    events.append(_chunk({}, "tool_calls" if calls else "stop"))
+    return events
+
+
+def stream_events(step: dict[str, Any]) -> list[str]:
+    events = [": a comment line, which readers must skip\n\n", _chunk({"role": "assistant", "content": ""})]
+    if step.get("content"):
+        events += [_chunk({"content": piece}) for piece in _pieces(step["content"])]
+    if "error" in step:  # an error object in the middle of the stream, as some proxies send
+        events.append(f"data: {json.dumps({'error': step['error']})}\n\n")
+        return events
+    if step.get("refusal"):
+        events += [_chunk({"refusal": piece}) for piece in _pieces(step["refusal"])]
+    calls = _calls(step)
+    events += _tool_call_events(step, calls)
+    events.append(_chunk({}, _finish(step, calls)))
     # A usage chunk with no choices, as servers send when asked for usage.
     events.append(f"data: {json.dumps({'id': 'chatcmpl-fake', 'choices': [], 'usage': {'total_tokens': 1}})}\n\n")
     events.append("data: [DONE]\n\n")
-    return "".join(events)
+    return events

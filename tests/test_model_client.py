@@ -1,0 +1,296 @@
+"""The model client through `fw agent run` (and `fw dispatch`), against the scripted
+chat-completions server: retries, finish_reason and refusals, error objects, index-less
+tool-call pieces, malformed tool arguments, answers that trickle, and streaming to a terminal."""
+
+import json
+import os
+import pty
+import re
+import select
+import subprocess
+import threading
+import time
+
+import pytest
+
+from conftest import CANARY, fw, fw_bin, fw_proc, fwj
+from fakes.chat_server import ChatServer
+
+
+def setup_agent(base_url, builtin=("resource_management",)):
+    fwj("resource", "write", "provider", "p1", "--create", "--data", json.dumps({"base_url": base_url, "api_key": CANARY}))
+    fwj("resource", "write", "model", "m1", "--create", "--data",
+        json.dumps({"provider": "p1", "model_id": "model-x", "capabilities": {"tool_call": True}}))
+    fwj("resource", "write", "agent", "a1", "--create", "--data", json.dumps({"model": "m1", "builtin_tools": list(builtin)}))
+
+
+def run_json(*args, code=0):
+    r = fw("agent", "run", "a1", "--message", "hi", *args, "--json")
+    assert r.exit_code == code, r
+    return r.json
+
+
+def audit_lines(home):
+    path = home / "audit.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+# -- retries ---------------------------------------------------------------------------------
+def test_a_429_with_retry_after_is_tried_again_after_the_wait_it_asks_for(home):
+    script = [{"status": 429, "headers": {"Retry-After": "1"}, "body": '{"error": {"message": "slow down"}}'}, {"content": "ok now"}]
+    with ChatServer(script) as server:
+        setup_agent(server.base_url)
+        human = fw("agent", "run", "a1", "--message", "hi")
+    assert human.exit_code == 0, human
+    assert "ok now" in human.stdout
+    assert "answered 429" in human.stderr and "trying again in 1 s (try 2 of 3)" in human.stderr
+    assert len(server.requests) == 2
+
+
+def test_5xx_answers_are_tried_again_up_to_twice(home):
+    with ChatServer([{"status": 500, "body": "boom"}, {"status": 503, "body": "busy"}, {"content": "third time"}]) as server:
+        setup_agent(server.base_url)
+        doc = run_json()
+    assert (doc["status"], doc["answer"], doc["rounds"]) == ("completed", "third time", 1)
+    assert len(server.requests) == 3
+    assert server.requests[0]["json"] == server.requests[2]["json"]  # the same request each time
+
+
+def test_after_three_failed_tries_the_error_says_so_and_the_run_is_ended(home):
+    with ChatServer([{"status": 502, "body": "bad gateway"}], repeat_last=True) as server:
+        setup_agent(server.base_url)
+        error = run_json(code=7)["error"]
+    assert len(server.requests) == 3
+    assert (error["code"], error["reason"], error["status"], error["tries"]) == ("unavailable", "model", 502, 3)
+    assert "502" in error["message"] and "3 tries" in error["message"]
+    assert fwj("run", "show", error["run_id"])["status"] == "ended"
+
+
+@pytest.mark.parametrize("status", [408, 409, 504])
+def test_timeouts_conflicts_and_gateway_timeouts_are_retried(home, status):
+    with ChatServer([{"status": status, "body": "again"}, {"content": "fine"}]) as server:
+        setup_agent(server.base_url)
+        assert run_json()["answer"] == "fine"
+    assert len(server.requests) == 2
+
+
+@pytest.mark.parametrize("status", [400, 401, 404, 422])
+def test_other_4xx_answers_are_never_retried(home, status):
+    with ChatServer([{"status": status, "body": "no"}, {"content": "must not be asked for"}]) as server:
+        setup_agent(server.base_url)
+        error = run_json(code=7)["error"]
+    assert len(server.requests) == 1
+    assert error["status"] == status and error["tries"] == 1 and "tries" not in error["message"]
+
+
+def test_a_dropped_connection_is_tried_again(home):
+    with ChatServer([{"drop": True}, {"content": "reconnected"}]) as server:
+        setup_agent(server.base_url)
+        assert run_json()["answer"] == "reconnected"
+    assert len(server.requests) == 2
+
+
+def test_a_retry_after_past_the_timeout_is_not_waited_for(home):
+    with ChatServer([{"status": 429, "headers": {"Retry-After": "120"}, "body": "later"}, {"content": "never"}]) as server:
+        setup_agent(server.base_url)
+        error = run_json("--timeout", "3", code=7)["error"]
+    assert len(server.requests) == 1
+    assert error["status"] == 429 and error["tries"] == 1
+    assert "asked to wait 120 s" in error["message"]
+
+
+def test_one_http_client_serves_every_round_of_a_run(home):
+    script = [{"tool_calls": [{"name": "framework_resource_list", "arguments": {"kind": "agent"}}]}] * 2 + [{"content": "done"}]
+    with ChatServer(script) as server:
+        setup_agent(server.base_url)
+        assert run_json()["rounds"] == 3
+    assert len({r["client_port"] for r in server.requests}) == 1  # one kept-alive connection
+
+
+# -- finish_reason and refusals ----------------------------------------------------------------
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_cut_answer_reports_finish_reason_length(home, stream):
+    with ChatServer([{"content": "The first half of", "finish_reason": "length", "stream": stream}], repeat_last=True) as server:
+        setup_agent(server.base_url)
+        doc = run_json()
+        human = fw("agent", "run", "a1", "--message", "hi")
+    assert (doc["status"], doc["answer"], doc["finish_reason"]) == ("completed", "The first half of", "length")
+    assert "The first half of" in human.stdout and "length limit" in human.stdout
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_refusals_text_is_the_answer(home, stream):
+    with ChatServer([{"refusal": "I can't help with that.", "stream": stream}]) as server:
+        setup_agent(server.base_url)
+        doc = run_json()
+    assert (doc["status"], doc["answer"], doc["finish_reason"]) == ("completed", "I can't help with that.", "stop")
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_content_filter_is_reported_not_called_an_empty_answer(home, stream):
+    with ChatServer([{"content": None, "finish_reason": "content_filter", "stream": stream}], repeat_last=True) as server:
+        setup_agent(server.base_url)
+        doc = run_json()
+        human = fw("agent", "run", "a1", "--message", "hi")
+    assert (doc["status"], doc["answer"], doc["finish_reason"]) == ("completed", "", "content_filter")
+    assert human.exit_code == 0 and "content filter" in human.stdout and "empty answer" not in human.output
+
+
+def test_an_empty_answer_that_nothing_explains_is_still_unavailable(home):
+    with ChatServer([{"content": ""}]) as server:
+        setup_agent(server.base_url)
+        error = run_json(code=7)["error"]
+    assert "empty answer" in error["message"]
+
+
+# -- tool calls ----------------------------------------------------------------------------------
+def test_every_tool_call_the_model_asks_for_is_audited_malformed_ones_too(home):
+    calls = [{"name": "framework_resource_list", "arguments": {"kind": "agent"}},
+             {"name": "framework_resource_list", "arguments": "{not json"},
+             {"name": "framework_resource_list", "arguments": "[1, 2]"},
+             {"name": "framework_not_granted", "arguments": "{also not json"}]
+    with ChatServer([{"tool_calls": calls}, {"content": "done"}]) as server:
+        setup_agent(server.base_url)
+        doc = run_json()
+    assert [(c["outcome"], c.get("error")) for c in doc["tool_calls"]] == [
+        ("ok", None), ("error", "invalid"), ("error", "invalid"), ("refused", "denied")]
+    lines = audit_lines(home)
+    assert [(l["tool"], l["outcome"], l["error"]) for l in lines] == [
+        ("framework_resource_list", "ok", None), ("framework_resource_list", "error", "invalid"),
+        ("framework_resource_list", "error", "invalid"), ("framework_not_granted", "refused", "denied")]
+    answers = [json.loads(m["content"]) for m in server.requests[1]["json"]["messages"] if m["role"] == "tool"]
+    assert "not valid JSON" in answers[1]["error"]["message"]
+    assert "not a JSON object" in answers[2]["error"]["message"]
+    assert answers[3]["error"]["code"] == "denied"
+
+
+def test_streamed_tool_call_pieces_without_index_are_merged_by_id(home):
+    calls = [{"name": "framework_resource_list", "arguments": {"kind": "agent"}, "id": "call_a"},
+             {"name": "framework_resource_list", "arguments": {"kind": "model"}, "id": "call_b"}]
+    with ChatServer([{"tool_calls": calls, "stream": True, "no_index": True}, {"content": "both listed"}]) as server:
+        setup_agent(server.base_url)
+        doc = run_json()
+    assert doc["tool_calls"] == [{"name": "framework_resource_list", "outcome": "ok"}] * 2
+    assistant = server.requests[1]["json"]["messages"][2]
+    assert [(c["id"], json.loads(c["function"]["arguments"])) for c in assistant["tool_calls"]] == [
+        ("call_a", {"kind": "agent"}), ("call_b", {"kind": "model"})]
+
+
+# -- error objects in 200 answers ------------------------------------------------------------------
+@pytest.mark.parametrize("stream", [False, True])
+def test_an_error_object_gives_the_servers_message_and_a_fitting_hint(home, stream):
+    error = {"message": "Rate limit reached for requests", "type": "requests", "code": "rate_limit_exceeded"}
+    with ChatServer([{"error": error, "content": "partial", "stream": stream}]) as server:
+        setup_agent(server.base_url)
+        got = run_json(code=7)["error"]
+    assert "Rate limit reached for requests" in got["message"]
+    assert "OpenAI-compatible" not in got["hint"] and "rate limit" in got["hint"]
+    assert len(server.requests) == 1
+
+
+@pytest.mark.parametrize("offset", [180, 190, 199])
+def test_an_error_objects_message_is_redacted_before_it_is_cut(home, offset):
+    tail = " and more" * 30
+    with ChatServer([{"error": {"message": "x" * offset + CANARY + tail}}]) as server:
+        setup_agent(server.base_url)
+        got = run_json(code=7)["error"]
+    assert got["message"].endswith(": " + ("x" * offset + "[redacted]" + tail)[:200] + "..."), got
+
+
+# -- answers that trickle ---------------------------------------------------------------------------
+@pytest.mark.parametrize("stream", [False, True])
+def test_agent_run_timeout_bounds_an_answer_that_trickles(home, stream):
+    with ChatServer([{"trickle": 0.5, "stream": stream}], repeat_last=True) as server:
+        setup_agent(server.base_url)
+        r = fw_proc("agent", "run", "a1", "--message", "hi", "--timeout", "3", "--json", home=home, timeout=60)
+    assert r.exit_code == 7, r
+    error = r.json["error"]
+    assert error["reason"] == "model" and "in time" in error["message"]
+    assert len(server.requests) == 1  # no retry past the deadline
+
+
+def test_dispatch_timeout_bounds_an_answer_that_trickles(home):
+    with ChatServer([{"trickle": 0.5}], repeat_last=True) as server:
+        setup_agent(server.base_url)
+        fwj("principal", "create", "alice", "--kind", "user")
+        fwj("principal", "create", "ops", "--kind", "agent")
+        fwj("binding", "set", "ops", "--agent", "a1")
+        fwj("session", "create", "s1", "--member", "alice", "--member", "ops")
+        fwj("message", "post", "s1", "--as", "alice", "hello @ops")
+        r = fw_proc("dispatch", "--once", "--timeout", "3", "--json", home=home, timeout=60)
+    assert r.exit_code == 0, r
+    assert r.json["turns"]["failed"] == 1, r.json
+    turn = fwj("session", "show", "s1")["session"]["turns"][0]
+    assert turn["status"] == "failed"
+
+
+# -- streaming to a terminal --------------------------------------------------------------------------
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+def read_until(fd, wanted, buffer, deadline):
+    while wanted not in buffer.decode(errors="replace"):
+        assert time.monotonic() < deadline, f"never saw {wanted!r}: {buffer!r}"
+        ready, _, _ = select.select([fd], [], [], 0.2)
+        if ready:
+            try:
+                chunk = os.read(fd, 4096)
+            except OSError:  # the other end closed
+                chunk = b""
+            if not chunk:
+                assert wanted in buffer.decode(errors="replace"), f"never saw {wanted!r}: {buffer!r}"
+            buffer += chunk
+    return buffer
+
+
+def read_to_end(fd, buffer, deadline):
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([fd], [], [], 0.2)
+        if ready:
+            try:
+                chunk = os.read(fd, 4096)
+            except OSError:
+                return buffer
+            if not chunk:
+                return buffer
+            buffer += chunk
+    raise AssertionError(f"the output never ended: {buffer!r}")
+
+
+def test_on_a_terminal_the_answer_shows_as_it_arrives_and_stays_redacted(home):
+    gate = threading.Event()
+    answer = f"Hello there, the key is {CANARY} and that is all."
+    with ChatServer([{"content": answer, "gate": gate}]) as server:
+        setup_agent(server.base_url)
+        master, slave = pty.openpty()
+        proc = subprocess.Popen([fw_bin(), "agent", "run", "a1", "--message", "hi"], stdin=subprocess.DEVNULL,
+                                stdout=slave, stderr=subprocess.PIPE, env={**os.environ, "FW_HOME": str(home)})
+        os.close(slave)
+        try:
+            deadline = time.monotonic() + 30
+            # The server holds the rest back until the first piece has reached the terminal.
+            shown = read_until(master, "Hell", b"", deadline)
+            gate.set()
+            shown = read_to_end(master, shown, deadline)
+            stderr = proc.communicate(timeout=30)[1].decode()
+        finally:
+            gate.set()
+            os.close(master)
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    assert proc.returncode == 0, stderr
+    assert server.requests[0]["json"]["stream"] is True
+    text = ANSI.sub("", shown.decode()).replace("\r\n", "\n")
+    assert CANARY not in text and CANARY not in stderr
+    assert text.count("Hello there, the key is [redacted] and that is all.") == 1, text
+    assert "completed, 1 round" in text
+
+
+def test_json_mode_and_pipes_do_not_ask_to_stream(home):
+    with ChatServer([{"content": "whole"}], repeat_last=True) as server:
+        setup_agent(server.base_url)
+        assert run_json()["answer"] == "whole"
+        human = fw("agent", "run", "a1", "--message", "hi")
+    assert human.exit_code == 0 and "whole" in human.stdout
+    assert [r["json"].get("stream") for r in server.requests] == [None, None]
