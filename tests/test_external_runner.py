@@ -152,3 +152,8 @@ def test_an_external_harness_needs_a_command(home):
         result = fw("resource", "write", "harness", "x", "--create", "--data", json.dumps(data), "--json")
         assert result.exit_code == 4 and result.json["error"]["code"] == "invalid", data
     assert fw("resource", "read", "harness", "x", "--json").exit_code == 3
+
+
+def test_the_readme_prints_the_example_runner_as_shipped():
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    assert "```python\n" + EXAMPLE.read_text() + "```" in readme
