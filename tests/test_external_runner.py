@@ -157,3 +157,30 @@ def test_an_external_harness_needs_a_command(home):
 def test_the_readme_prints_the_example_runner_as_shipped():
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
     assert "```python\n" + EXAMPLE.read_text() + "```" in readme
+
+
+def test_event_handle_runs_the_external_runner_on_the_event_and_it_replies_through_the_gateway(home):
+    reply = ("import asyncio, json, os, sys, httpx2\n"
+             "from mcp import ClientSession\n"
+             "from mcp.client.streamable_http import streamable_http_client\n"
+             "async def main():\n"
+             "    async with httpx2.AsyncClient(headers={'Authorization': 'Bearer ' + os.environ['FW_GATEWAY_TOKEN']}) as http:\n"
+             "        async with streamable_http_client(os.environ['FW_GATEWAY_URL'], http_client=http) as (r, w, *_):\n"
+             "            async with ClientSession(r, w) as s:\n"
+             "                await s.initialize()\n"
+             "                event = json.loads((await s.call_tool('fw_get_current_event', {})).content[0].text)\n"
+             "                await s.call_tool('event_reply', {'text': 'seen: ' + event['event']['message']['text']})\n"
+             "                return event['input']\n"
+             "print(asyncio.run(main()))\n")
+    make_basics()
+    external(python(reply))
+    fwj("agent", "edit", "a1", "--harness", "ext", "--event", "message.*")
+    fwj("principal", "create", "p1", "--kind", "agent")
+    fwj("binding", "set", "p1", "--agent", "a1")
+    fwj("bot", "add", "desk", "--adapter", "local", "--principal", "p1")
+    event = {"type": "message.received", "actor": {"id": "u1"}, "message": {"id": "m1", "text": "ping"}}
+    doc = fwj("event", "handle", "desk", "--event", json.dumps(event))
+    assert doc["handled"] and doc["result"]["status"] == "completed" and "ping" in doc["result"]["answer"]
+    assert {"name": "event_reply", "outcome": "ok"} in doc["result"]["tool_calls"]
+    sent = [a for a in fwj("bot", "local", "log", "desk")["actions"] if a["api"] == "send_message"]
+    assert sent and sent[-1]["params"]["text"] == "seen: ping"

@@ -12,10 +12,9 @@ from pathlib import Path
 
 import httpx2
 import pytest
+from conftest import CANARY, fw, fw_bin, fwj, make_basics
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
-
-from conftest import CANARY, fw, fw_bin, fwj, make_basics
 
 ASSETS = ["fw_list_assets", "fw_get_current_event", "fw_get_tool_detail", "fw_call_tool"]
 
