@@ -222,3 +222,35 @@ def test_a_runner_started_elsewhere_uses_run_start_and_the_printed_token(home, g
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert {i["name"] for i in json.loads(proc.stdout)["items"]} == {"full", "callonly"}
+
+
+def test_a_token_dies_with_its_session(home, tmp_path):
+    """A turn's runner ends its own session through the gateway; its token then gets 401."""
+    runner = ("import asyncio, os, httpx2\n"
+              "from mcp import ClientSession\n"
+              "from mcp.client.streamable_http import streamable_http_client\n"
+              "url, headers = os.environ['FW_GATEWAY_URL'], {'Authorization': 'Bearer ' + os.environ['FW_GATEWAY_TOKEN']}\n"
+              "async def main():\n"
+              "    async with httpx2.AsyncClient(headers=headers) as http:\n"
+              "        async with streamable_http_client(url, http_client=http) as (r, w, *_):\n"
+              "            async with ClientSession(r, w) as s:\n"
+              "                await s.initialize()\n"
+              "                await s.call_tool('framework_harness_session_end', {'session': 's1'})\n"
+              "try:\n"
+              "    asyncio.run(main())\n"
+              "except BaseException:\n"
+              "    pass  # the client lists the tools again after the call: the dead token already gets 401 there\n"
+              "after = httpx2.post(url, headers={**headers, 'Accept': 'application/json, text/event-stream'},\n"
+              "                    json={'jsonrpc': '2.0', 'id': 1, 'method': 'tools/list'})\n"
+              "open('status.txt', 'w').write(str(after.status_code))\n")
+    make_basics()
+    harness("ext", ["call"], type="external", command=[sys.executable, "-c", runner])
+    fwj("agent", "edit", "a1", "--harness", "ext", "--builtin-tool", "resource_management")
+    fwj("principal", "create", "alice", "--kind", "user")
+    fwj("principal", "create", "ops", "--kind", "agent")
+    fwj("binding", "set", "ops", "--agent", "a1", "--directory", str(tmp_path))
+    fwj("session", "create", "s1", "--member", "alice", "--member", "ops")
+    fwj("message", "post", "s1", "--as", "alice", "hello @ops")
+    fwj("dispatch", "--once")
+    assert fwj("session", "show", "s1")["session"]["status"] == "ended"
+    assert (tmp_path / "status.txt").read_text() == "401"
