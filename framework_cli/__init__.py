@@ -11,4 +11,11 @@ The floors, each importing only from the floors below it (`lint-imports` checks 
     errors, suggest    the error value and the did-you-mean helper
 """
 
+import sys
+
 __version__ = "0.1.0"
+
+# httpx imports its command-line client (and with it rich, click and pygments, 70 ms and
+# more) whenever those are installed. fw never runs it: with the module marked absent,
+# httpx defines its stand-in `main` instead, and the client itself loads as before.
+sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]

@@ -124,7 +124,7 @@ def test_bad_bots_are_refused_and_nothing_is_written(home):
     fwj("principal", "create", "alice", "--kind", "user")
     before = snapshot(home)
     cases = [
-        (["add", "b2", "--adapter", "onebot", "--principal", "p1", "--url", "http://127.0.0.1:5700"], 4, "not available in this version"),
+        (["add", "b2", "--adapter", "onebot", "--principal", "p1"], 4, "needs a --url"),
         (["add", "b2", "--adapter", "irc", "--principal", "p1"], 4, "unknown adapter"),
         (["add", "b2", "--adapter", "local", "--principal", "nobody"], 4, "no principal"),
         (["add", "b2", "--adapter", "local", "--principal", "alice"], 4, "not an agent identity"),
@@ -153,15 +153,16 @@ def test_home_check_reports_a_corrupt_bot_and_a_dangling_principal(home):
     assert "error" in listed["broken"] and listed["desk"]["online"] is True
 
 
-def test_a_onebot_file_written_by_hand_loads_but_offers_and_does_nothing(home):
+def test_a_onebot_file_written_by_hand_loads_and_its_unreachable_platform_is_offline(home):
     bot_of({"events": ["message.*"]})
-    (home / "bots/qq.yaml").write_text("adapter: onebot\nprincipal: p1\nurl: http://127.0.0.1:5700\n")
+    (home / "bots/qq.yaml").write_text("adapter: onebot\nprincipal: p1\nurl: http://127.0.0.1:9\n")
     shown = fwj("bot", "show", "qq")
-    assert shown["online"] is False and shown["supported_apis"] == [] and "not available" in shown["note"]
+    assert (shown["online"], shown["connection"], len(shown["supported_apis"])) == (False, "http", 16)
     event = {"type": "message.received", "actor": {"id": "u1"}, "message": {"id": "9", "text": "hi"}}
     run = fwj("event", "handle", "qq", "--event", json.dumps(event), "--no-run")["run"]
-    assert not [t for t in run["tools"] if t.startswith(("event_", "platform_"))]  # only the managed-runtime tools
-    assert {u["reason"] for u in run["unavailable_tools"]} == {"adapter_api_unsupported"}
+    assert "event_reply" in run["tools"]
+    refused = call(run["run_id"], "event_reply", {"text": "hello"}, code=7)
+    assert refused["error"]["reason"] == "adapter_offline"
     r = fw("bot", "local", "say", "qq", "--from", "u1", "hi", "--json")
     assert r.exit_code == 4 and "not local" in r.json["error"]["message"]
 

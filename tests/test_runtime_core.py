@@ -269,9 +269,10 @@ def children() -> set[int]:
     found: set[int] = set()
     tasks = Path("/proc/self/task")
     for task in tasks.iterdir() if tasks.is_dir() else ():
-        listing = task / "children"
-        if listing.exists():
-            found.update(int(pid) for pid in listing.read_text().split())
+        try:
+            found.update(int(pid) for pid in (task / "children").read_text().split())
+        except FileNotFoundError:  # a thread that ended while we looked
+            continue
     return found
 
 

@@ -20,6 +20,10 @@ NameArg = Annotated[str, typer.Argument(help="The bot's name.", show_default=Fal
 def _render_bot(console: Any, doc: dict[str, Any]) -> None:
     state = "online" if doc["online"] else "offline"
     console.print(f"Bot {doc['name']} ({doc['adapter']}, {state}): events go to principal {doc['principal']}.")
+    if doc["adapter"] == "onebot":
+        how = {"http": f"over HTTP at {doc.get('url')}", "socket": "over its reverse WebSocket"}.get(doc["connection"], "not connected")
+        console.print(f"  connected: {how}; access token {'set' if doc['access_token_set'] else 'not set'}, "
+                      f"X-Signature secret {'set' if doc['secret_set'] else 'not set'}")
     if doc.get("description"):
         console.print(f"  {doc['description']}")
     console.print(f"  supported APIs: {', '.join(doc['supported_apis']) or 'none'}")
@@ -33,14 +37,16 @@ def _render_bot(console: Any, doc: dict[str, Any]) -> None:
 def add(
     ctx: typer.Context,
     name: NameArg,
-    adapter: Annotated[str, typer.Option("--adapter", help="local (a platform inside state.db); onebot is not available in this version.", show_default=False)],
+    adapter: Annotated[str, typer.Option("--adapter", help="local (a platform inside state.db) or onebot (OneBot v11: NapCat, Lagrange, LLOneBot, go-cqhttp).", show_default=False)],
     principal: Annotated[str, typer.Option("--principal", help="The principal (kind agent) whose binding handles its events.", show_default=False)],
-    url: Annotated[Optional[str], typer.Option("--url", help="onebot: the base URL of its HTTP API.")] = None,
+    url: Annotated[Optional[str], typer.Option("--url", help="onebot: the base URL of its HTTP API; without it, actions go over the reverse WebSocket of `fw bot serve`.")] = None,
     access_token_stdin: Annotated[bool, typer.Option("--access-token-stdin", help="onebot: read its access token from standard input.")] = False,
     description: Annotated[Optional[str], typer.Option("--description", help="What it is for.")] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Add a bot. A local bot starts online, with every API of the catalogue."""
+    """Add a bot. A local bot starts online, with every API of the catalogue. A onebot bot
+    acts over HTTP when given --url, otherwise over the reverse WebSocket that its
+    implementation opens to `fw bot serve`, whose handshake carries the access token."""
     from ..platform.bots import bot_add  # lazy: start-up speed
 
     token = sys.stdin.read().strip() if access_token_stdin else None
@@ -93,6 +99,70 @@ def set_(
     secret = sys.stdin.read().strip() if secret_stdin else None
     doc = bot_set(home_of(ctx), name, unsupported_apis=unsupported_api, online=online, secret=secret)
     emit(doc, as_json, lambda c: _render_bot(c, doc))
+
+
+@app.command("serve")
+def serve(
+    ctx: typer.Context,
+    name: NameArg,
+    listen: Annotated[str, typer.Option("--listen", metavar="HOST:PORT", help="Where to listen (port 0: a free one). Loopback unless told otherwise.")] = "127.0.0.1:8080",
+    workers: Annotated[int, typer.Option("--workers", metavar="N", help="Events handled at once; the others wait their turn.")] = 4,
+    as_json: JsonOpt = False,
+) -> None:
+    """Serve a onebot bot: HTTP reports at / and the reverse WebSocket at /onebot/v11/ws.
+    Each event is handled as `fw event handle` does, in the background; the implementation
+    is answered at once. One line for each thing that happens (a JSON object a line with
+    --json). Ctrl-C stops it: the runs in progress are ended and their processes stopped."""
+    import json
+    import threading
+
+    from ..serve.bot import serve_bot  # lazy: start-up speed
+    from .output import json_wanted, write_out  # lazy: start-up speed
+
+    lock = threading.Lock()
+    as_lines = json_wanted(as_json)
+
+    def on_record(record: dict[str, Any]) -> None:
+        with lock:
+            write_out(json.dumps(record, ensure_ascii=False) if as_lines else serve_line(name, record))
+
+    serve_bot(home_of(ctx), name, listen, workers, on_record)
+
+
+def _event_words(event: dict[str, Any]) -> str:
+    where = f" in group {event['group']['id']}" if event.get("group") else ""
+    return f"{event['type']} from {event['actor']['id']}{where}"
+
+
+def serve_line(bot: str, r: dict[str, Any]) -> str:
+    """One line of `fw bot serve` for one thing that happened."""
+    kind = r["type"]
+    if kind == "listening":
+        secret = " (signed with the bot's secret)" if r["signed"] else ""
+        token = "the bot's access token" if r["token"] else "no token yet: add one, the socket needs it"
+        wide = "" if r["loopback"] else " Listening beyond loopback: set a secret (`fw bot set --secret-stdin`)."
+        return (f"fw bot serve {bot}: listening on {r['http']}. In NapCat, add an HTTP client with URL {r['http']}{secret}, "
+                f"or a WebSocket client with URL {r['websocket']} and token {token}.{wide} Ctrl-C stops.")
+    if kind == "handled":
+        if not r["handled"]:
+            return f"{_event_words(r['event'])}: not handled ({r['reason']})"
+        calls = ", ".join(f"{c['name']} {c['outcome']}" for c in r["tool_calls"]) or "none"
+        return f"{_event_words(r['event'])}: run {r['run_id']} {r['status']}; tool calls: {calls}"
+    if kind == "failed":
+        run = f" (run {r['run_id']})" if r.get("run_id") else ""
+        return f"{_event_words(r['event'])}: failed{run}: {r['error']['code']}: {r['error']['message']}"
+    if kind == "dropped":
+        return f"{_event_words(r['event'])}: dropped: {r['why']}"
+    if kind == "refused":
+        what = "a WebSocket handshake" if r["what"] == "websocket" else "a report"
+        return f"refused {what}: {r['why']}"
+    if kind == "connected":
+        return f"a WebSocket connected (self id {r.get('self_id') or 'not given'})"
+    if kind == "disconnected":
+        return f"a WebSocket closed (self id {r.get('self_id') or 'not given'})"
+    if kind == "stopped":
+        return f"stopped: ended {r['ended_runs']} run(s) in progress, dropped {r['dropped']} waiting event(s)"
+    return f"ignored: {r.get('why', kind)}"
 
 
 @local_app.command("say")

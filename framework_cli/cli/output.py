@@ -7,7 +7,7 @@ import os
 import re
 import shlex
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Annotated, Any
 
 import typer
@@ -106,6 +106,28 @@ class StreamedText:
         self.open = not text.endswith("\n")
 
 
+STREAM_BATCH = 1000  # pieces written at once: few writes, and little held in memory
+
+
+def write_stream(pieces: Iterable[str]) -> None:
+    """Write text as it is made, a batch of pieces at a time, each batch redacted (a piece
+    holds whole lines, so no secret is cut in two). A reader that goes away ends the
+    stream: nobody is listening to the rest."""
+    stream = sys.stdout
+    batch: list[str] = []
+    try:
+        for piece in pieces:
+            batch.append(piece)
+            if len(batch) >= STREAM_BATCH:
+                stream.write(redact("".join(batch)))
+                batch.clear()
+        stream.write(redact("".join(batch)))
+        stream.flush()
+    except BrokenPipeError:
+        _reader_went_away(stream)
+        raise typer.Exit(0) from None
+
+
 def _reader_went_away(stream: Any) -> None:
     """The reader closed the pipe (`fw ... | head -c0`): nobody is listening, so drop what
     is left instead of failing again when Python flushes the stream at exit."""
@@ -172,8 +194,51 @@ def json_text(value: Any, depth: int = 0) -> str:
     if isinstance(value, dict):
         parts = [f"{inner}{_encode(str(k))}: {json_text(v, depth + 1)}" for k, v in value.items()]
         return "{\n" + ",\n".join(parts) + f"\n{pad}}}"
-    parts = [inner + (_encode(v) if depth > 0 and _one_line(v) else json_text(v, depth + 1)) for v in value]
+    parts = [inner + _list_item(v, depth) for v in value]
     return "[\n" + ",\n".join(parts) + f"\n{pad}]"
+
+
+def _list_item(value: Any, depth: int) -> str:
+    """An item of a list at `depth`, as `json_text` writes it."""
+    return _encode(value) if depth > 0 and _one_line(value) else json_text(value, depth + 1)
+
+
+def print_json_stream(head: dict[str, Any], key: str, items: Iterable[Any]) -> None:
+    """`print_json({**head, key: [*items]})`, byte for byte, written while the items are
+    read, so a listing of any length takes the memory of one batch. An error while reading
+    (`FwError`) still ends one valid document: the items so far, then `"error"`; the exit
+    code is the error's."""
+    failed: list[FwError] = []
+    write_stream(_json_pieces(head, key, items, failed))
+    if failed:
+        raise typer.Exit(failed[0].exit_code)
+
+
+def _json_pieces(head: dict[str, Any], key: str, items: Iterable[Any], failed: list[FwError]) -> Iterator[str]:
+    yield "{\n" + "".join(f"  {_encode(str(k))}: {json_text(v, 1)},\n" for k, v in head.items()) + f"  {_encode(key)}: "
+    count = 0
+    try:
+        for item in items:
+            yield ("[\n    " if count == 0 else ",\n    ") + _list_item(item, 1)
+            count += 1
+    except FwError as exc:
+        failed.append(exc)
+    yield "[]" if count == 0 else "\n  ]"
+    if failed:
+        error = FwError(failed[0].code, failed[0].message, on_this_home(failed[0].hint), **failed[0].extra)
+        yield ',\n  "error": ' + json_text(error.to_dict()["error"], 1)
+    yield "\n}\n"
+
+
+def stdout_is_terminal() -> bool:
+    return hasattr(sys.stdout, "isatty") and sys.stdout.isatty()
+
+
+def screen_lines() -> int:
+    """A screenful: the terminal's height, or 24 lines when the output is not a terminal."""
+    import shutil
+
+    return shutil.get_terminal_size((100, 24)).lines if stdout_is_terminal() else 24
 
 
 def rich_text(render: Callable[[Any], None], *, err: bool = False, reveal: str | None = None) -> None:

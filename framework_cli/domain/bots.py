@@ -9,12 +9,14 @@ import os
 from typing import Any
 
 from ..errors import FwError
+from ..home import secrets
 from ..home.kinds import check_name
 from ..home.records import load_record
 from ..home.store import Home
 from .identities import get_principal
 
 BOTS = "bots"
+BOT_SECRETS = "bot"  # secrets/bot/<name>.json: a onebot bot's access_token and X-Signature secret
 
 
 def bot_rel(name: str) -> str:
@@ -49,7 +51,8 @@ def bot_names(home: Home) -> list[str]:
 
 
 def check_bots(home: Home) -> list[dict[str, Any]]:
-    """`fw home check`: each bot file parses, and names a principal that exists."""
+    """`fw home check`: each bot file parses, names a principal that exists and, for a onebot
+    bot, can be reached (a url, or an access token for the reverse WebSocket)."""
     problems = []
     for name in bot_names(home):
         try:
@@ -64,4 +67,15 @@ def check_bots(home: Home) -> list[dict[str, Any]]:
         if missing:
             problems.append({"code": "dangling", "path": bot_rel(name), "message": f"bot {name!r} names principal {bot['principal']!r}, which does not exist",
                              "reference": f"principal/{bot['principal']}"})
+        if bot["adapter"] == "onebot" and not bot.get("url") and not _stored_token(home, name):
+            problems.append({"code": "unreachable", "path": bot_rel(name),
+                             "message": f"onebot bot {name!r} has neither a url nor an access token, so nothing can reach it",
+                             "hint": f"give it a url (edit {bot_rel(name)}), or remove it and add it again with --access-token-stdin"})
     return problems
+
+
+def _stored_token(home: Home, name: str) -> bool:
+    try:
+        return bool(secrets.load(home, BOT_SECRETS, name).get("access_token"))
+    except FwError:
+        return True  # a damaged secret file is reported on its own

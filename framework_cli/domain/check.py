@@ -1,4 +1,5 @@
-"""`fw home check`: read every file of the home and report what is wrong with it."""
+"""`fw home check`: read every file of the home (through the index, where a file is unchanged)
+and report what is wrong with it."""
 
 from __future__ import annotations
 
@@ -15,12 +16,13 @@ from ..state.store import STATE_FILE, StateStore
 from ..suggest import article
 from .bots import check_bots
 from .identities import BINDINGS, PRINCIPALS
-from .resources import index_entry
+from .resources import summaries
 from .runs import run_list
 
 
 def check_home(home: Home) -> dict[str, Any]:
-    """Read every file of the home; report corrupt files, dangling references and duplicates."""
+    """Read every file of the home; report corrupt files, dangling references and duplicates.
+    A resource file whose stamp (mtime, size, inode) the index holds is not parsed again."""
 
     problems: list[dict[str, Any]] = []
     warnings: list[dict[str, Any]] = []
@@ -32,9 +34,10 @@ def check_home(home: Home) -> dict[str, Any]:
         seen: dict[str, str] = {}
         present[kind] = set()
         counts[kind] = 0
-        for category, name, rel in home.resource_files(spec):
+        # through the index, as a listing reads: a file whose stamp is unchanged is not read again
+        for category, name, rel, summary in summaries(home, spec):
             counts[kind] += 1
-            entry = index_entry(spec, category, name, rel, home.read_text(rel))
+            entry = {"name": name, "category": category, "path": rel, **summary}
             present[kind].add(name)
             if name in seen:
                 problems.append(
@@ -105,6 +108,7 @@ def check_home(home: Home) -> dict[str, Any]:
     _check_secrets(home, problems)
     _check_runs(home, problems)
     _check_bots(home, problems)
+    home.save_index()
     return {"home": str(home.root), "ok": not problems, "problems": problems, "warnings": warnings, "counts": counts}
 
 

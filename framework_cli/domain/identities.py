@@ -32,6 +32,7 @@ def _load_yaml_dir(home: Home, folder: str, kind: str) -> list[tuple[str, dict[s
             out.append((name, load_record(home, kind, name, rel), rel))
         except FwError:
             out.append((name, None, rel))
+    home.save_index()
     return out
 
 
@@ -70,7 +71,9 @@ def get_principal(home: Home, name: str) -> dict[str, Any] | None:
     rel = f"{PRINCIPALS}/{name}.yaml"
     if not home.exists(rel):
         return None
-    return load_record(home, "principal", name, rel)
+    record = load_record(home, "principal", name, rel)
+    home.save_index()
+    return record
 
 
 def principal_create(home: Home, name: str, kind: str) -> dict[str, Any]:
@@ -134,7 +137,11 @@ def _binding_record(home: Home, principal: str) -> dict[str, Any] | None:
     """The stored binding (validated; `corrupt` if it is not), or None."""
 
     rel = f"{BINDINGS}/{principal}.yaml"
-    return load_record(home, "binding", principal, rel) if home.exists(rel) else None
+    if not home.exists(rel):
+        return None
+    record = load_record(home, "binding", principal, rel)
+    home.save_index()
+    return record
 
 
 def get_binding(home: Home, principal: str) -> dict[str, Any] | None:

@@ -41,11 +41,6 @@ def refs_of(spec: KindSpec, plain: dict[str, Any]) -> list[tuple[str, str]]:
     return out
 
 
-def index_entry(spec: KindSpec, category: str, name: str, rel: str, text: str | None) -> dict[str, Any]:
-    """What the index knows of one file: where it is, and its `summarize`."""
-    return {"name": name, "category": category, "path": rel, **summarize(spec, name, rel, text)}
-
-
 def summarize(spec: KindSpec, name: str, rel: str, text: str | None) -> dict[str, Any]:
     """What the index keeps of one file: summary, references, or why it is corrupt. Never a
     secret value: the index lives outside secrets/. Where the file is, the index's key says."""

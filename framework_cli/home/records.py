@@ -7,6 +7,7 @@ does not fit), and merge a patch into it keeping a person's comments.
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from ..errors import FwError
@@ -99,10 +100,27 @@ def validate_stored(spec: KindSpec, name: str, data: dict[str, Any], rel: str) -
 
 
 def load_record(home: Home, kind: str, name: str, rel: str) -> dict[str, Any]:
-    """A validated principal or binding file; `corrupt` with path and field when it is not."""
+    """A validated principal, binding or bot file; `corrupt` with path and field when it is
+    not. Read through the home's index, as listings are: an unchanged file is neither parsed
+    nor validated again (so `fw message post`, which reads every principal, loads neither the
+    YAML parser nor the models). The caller saves the index when done."""
+    entry = home.cached(rel, lambda text: _record_entry(kind, name, rel, text), _checked_again)
+    if "error" in entry:
+        raise FwError("corrupt", entry["error"], fix_hint(rel), **entry["extra"])
+    return copy.deepcopy(entry["record"])  # the index's own entry must not change with the caller's copy
+
+
+def _checked_again(entry: Any) -> bool:
+    """An entry of an index fw did not write as it is (no checksum) is never trusted: the
+    file is read and validated again, and the index rewritten."""
+    return False
+
+
+def _record_entry(kind: str, name: str, rel: str, text: str | None) -> dict[str, Any]:
+    """What the index keeps of a principal, binding or bot file: the validated record, or
+    why it is corrupt."""
     from .models import dump, validate  # lazy: start-up speed
 
-    text = home.read_text(rel)
     try:
         if text is None or NOT_TEXT in text:
             raise YamlProblem("the file is missing or not text", None)
@@ -111,11 +129,11 @@ def load_record(home: Home, kind: str, name: str, rel: str) -> dict[str, Any]:
             raise YamlProblem(f"{name!r} is not a valid {kind} name", None)
         if kind == "principal" and is_reserved(name):
             raise YamlProblem(f"{name!r} is a reserved name ('manager', 'runtime...')", None)
-        return dump(validate(kind, data))
+        return {"record": dump(validate(kind, data))}
     except YamlProblem as exc:
-        raise FwError("corrupt", f"{rel}: {exc.message}", fix_hint(rel), path=rel) from None
+        return {"error": f"{rel}: {exc.message}", "extra": {"path": rel}}
     except FwError as exc:
-        raise FwError("corrupt", f"{rel}: {exc.message}", fix_hint(rel), path=rel, field=exc.extra.get("field")) from None
+        return {"error": f"{rel}: {exc.message}", "extra": {"path": rel, "field": exc.extra.get("field")}}
 
 
 def edit_record(home: Home, kind: str, rel: str, patch: dict[str, Any]) -> dict[str, Any]:
@@ -140,13 +158,37 @@ def resource_names(home: Home, spec: KindSpec) -> set[str]:
 
 
 def read_definition(home: Home, spec: KindSpec, name: str) -> tuple[str, dict[str, Any], str | None]:
-    """(category, validated definition, body) of one resource; `not_found` or `corrupt`."""
+    """(category, validated definition, body) of one resource; `not_found` or `corrupt`.
+    A definition (with its body, for a prompt or skill) is read through the kind's definitions
+    index, so that `fw run start` parses and validates nothing it read before; one that holds a
+    secret value (a key written into the file by hand) never goes in the index, and is read again."""
     category, rel = find_one(home, spec, name)
-    text = home.read_text(rel)
+    entry = home.cached(rel, lambda text: _definition_entry(spec, name, rel, text), _checked_again, index_name=f"{spec.folder}-definitions")
+    home.save_index()
+    if "error" in entry:
+        raise FwError("corrupt", entry["error"], entry["hint"], **entry["extra"])
+    if "definition" not in entry:
+        return (category, *_parse_definition(home.read_text(rel), spec, name, rel))
+    return category, copy.deepcopy(entry["definition"]), entry.get("body")
+
+
+def _parse_definition(text: str | None, spec: KindSpec, name: str, rel: str) -> tuple[dict[str, Any], str | None]:
     if text is None:
         raise FwError("corrupt", f"{rel}: the file is missing", fix_hint(rel), path=rel)
     data, body = parse_text(spec, text, rel)
-    return category, validate_stored(spec, name, data, rel), body
+    return validate_stored(spec, name, data, rel), body
+
+
+def _definition_entry(spec: KindSpec, name: str, rel: str, text: str | None) -> dict[str, Any]:
+    """What a definitions index keeps of a file: the validated definition (never one that
+    holds a secret value: the index lives outside secrets/), or why the file is corrupt."""
+    try:
+        plain, body = _parse_definition(text, spec, name, rel)
+    except FwError as exc:
+        return {"error": exc.message, "hint": exc.hint, "extra": exc.extra}
+    if any(plain.get(field) for field in spec.secret_fields):
+        return {"holds_secret": True}
+    return {"definition": plain, **({"body": body} if spec.has_body else {})}
 
 
 def find_one(home: Home, spec: KindSpec, name: str) -> tuple[str, str]:

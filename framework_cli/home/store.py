@@ -287,11 +287,13 @@ class Home:
         rel: str,
         parse: Callable[[str | None], dict[str, Any]],
         valid: Callable[[Any], bool] = lambda entry: isinstance(entry, dict),
+        index_name: str | None = None,
     ) -> dict[str, Any]:
         """`parse(text)` of a file, reused while the file's stamp (mtime, size, inode) holds
         and the cached entry has the shape `valid` expects (the index is only a cache: a
-        damaged one is read past, never trusted)."""
-        name = self._index_name(rel)
+        damaged one is read past, never trusted). `index_name` names the index file, when it is
+        not the one of the file's folder (a second kind of entry for the same files)."""
+        name = index_name or self._index_name(rel)
         index = self._load_index(name)
         full = f"{self._root}/{rel}"  # plain strings: this runs once per file of a large home
         try:
@@ -333,7 +335,7 @@ class Home:
         for name in sorted(dirty):
             files = self._indexes[name]
             trusted = name in self._trusted_indexes
-            live = {rel: v for rel, v in files.items() if (trusted or rel in self._checked) and os.path.exists(f"{self._root}/{rel}")}
+            live = {rel: v for rel, v in list(files.items()) if (trusted or rel in self._checked) and os.path.exists(f"{self._root}/{rel}")}
             body = json.dumps({"version": INDEX_VERSION, "files": live}, separators=(",", ":"))
             self._write_index(name, hashlib.sha256(body.encode("utf-8")).hexdigest() + "\n" + body)
             self._indexes[name] = live

@@ -7,16 +7,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..domain.bots import bot_names, bot_rel, load_bot
+from ..domain.bots import BOT_SECRETS, bot_names, bot_rel, load_bot
 from ..domain.catalogue import APIS
 from ..domain.identities import get_principal
 from ..errors import FwError
+from ..home import secrets
 from ..home.kinds import check_name
 from ..home.records import edit_record
 from ..home.store import Home
-from .adapters import adapter_for, supported_apis
-
-ADAPTERS_AVAILABLE = ("local",)
+from .adapters import ADAPTER_MODULES, adapter_for, supported_apis
 
 
 def adapter_of(home: Home, name: str, bot: dict[str, Any]) -> Any:
@@ -35,9 +34,14 @@ def bot_show(home: Home, name: str) -> dict[str, Any]:
     """A bot's definition, the APIs it offers its runs and whether it is online."""
     bot = load_bot(home, name)
     offered = capabilities(home, name, bot)["supported_apis"]
-    doc = {"name": name, **bot, "supported_apis": offered, "online": adapter_of(home, name, bot).online()}
-    if bot["adapter"] not in ADAPTERS_AVAILABLE:
-        doc["note"] = f"the {bot['adapter']} adapter is not available in this version of fw"
+    adapter = adapter_of(home, name, bot)
+    doc = {"name": name, **bot, "supported_apis": offered, "online": adapter.online()}
+    if bot["adapter"] == "onebot":
+        stored = secrets.load(home, BOT_SECRETS, name)
+        doc.update(connection=adapter.connection, access_token_set=bool(stored.get("access_token")),
+                   secret_set=bool(stored.get("secret")))
+        if not doc["online"]:
+            doc["note"] = adapter.offline_hint
     return doc
 
 
@@ -67,22 +71,39 @@ def bot_add(home: Home, name: str, adapter: str, principal: str, *, url: str | N
             description: str | None = None, access_token: str | None = None) -> dict[str, Any]:
 
     check_name(name, "bot name")
-    if adapter not in ADAPTERS_AVAILABLE:
-        known = adapter == "onebot"
-        raise FwError("invalid", f"the {adapter} adapter is not available in this version of fw" if known else f"unknown adapter {adapter!r}",
-                      "add a local bot (--adapter local) to try events and platform tools without a network", field="adapter")
-    if url is not None or access_token is not None:
+    if adapter not in ADAPTER_MODULES:
+        raise FwError("invalid", f"unknown adapter {adapter!r}", f"use one of: {', '.join(ADAPTER_MODULES)}", field="adapter")
+    if adapter == "local" and (url is not None or access_token is not None):
         raise FwError("invalid", "a url and an access token are for onebot bots only", "a local bot needs neither", field="url")
+    if adapter == "onebot":
+        _check_reachable(url, access_token)
     _check_principal(home, principal)
     data: dict[str, Any] = {"adapter": adapter, "principal": principal}
+    if url is not None:
+        data["url"] = url
     if description:
         data["description"] = description
     with home.locked():
         if home.exists(bot_rel(name)):
             raise FwError("exists", f"bot {name!r} already exists", f"change it with `fw bot set {name}`, or remove it first")
-        edit_record(home, "bot", bot_rel(name), data)
-    adapter_of(home, name, data).set_online(True)  # a new bot starts online
+        edit_record(home, "bot", bot_rel(name), data)  # validated (the url too) before the token is stored
+        if access_token:
+            secrets.save(home, BOT_SECRETS, name, {"access_token": access_token})
+    if adapter == "local":
+        adapter_of(home, name, data).set_online(True)  # a new bot starts online
     return {**bot_show(home, name), "created": True}
+
+
+def _check_reachable(url: str | None, access_token: str | None) -> None:
+    """A onebot bot is reached over HTTP (its url), or over the reverse WebSocket, whose
+    handshake carries its access token: it needs one or the other."""
+    if access_token is not None and not access_token:
+        raise FwError("invalid", "the access token read from standard input is empty",
+                      "pipe the token in: `printf %s \"$TOKEN\" | fw bot add ... --access-token-stdin`", field="access_token")
+    if url is None and not access_token:
+        raise FwError("invalid", "a onebot bot needs a --url (its HTTP API) or an access token (for the reverse WebSocket)",
+                      "give --url http://HOST:PORT of the implementation's HTTP server, or --access-token-stdin "
+                      "with the token its WebSocket client will send", field="url")
 
 
 def local_platform(home: Home, name: str) -> Any:
@@ -99,6 +120,7 @@ def bot_remove(home: Home, name: str) -> dict[str, Any]:
     with home.locked():
         load_bot(home, name)
         home.remove(bot_rel(name))
+        secrets.remove(home, BOT_SECRETS, name)  # a bot added again under its name is given its token again
     return {"bot": name, "removed": True}
 
 
@@ -117,7 +139,8 @@ def check_apis(apis: list[str]) -> list[str]:
 def bot_set(home: Home, name: str, *, unsupported_apis: list[str] | None = None, online: bool | None = None,
             secret: str | None = None) -> dict[str, Any]:
     """Withhold APIs from the bot's runs (the list replaces the old one), take a local bot
-    online or offline. Both apply at once, to runs already started too."""
+    online or offline, set a onebot bot's X-Signature secret. All apply at once, to runs
+    already started too."""
 
     wanted = check_apis(unsupported_apis) if unsupported_apis is not None else None
     with home.locked():
@@ -126,8 +149,13 @@ def bot_set(home: Home, name: str, *, unsupported_apis: list[str] | None = None,
             raise FwError("invalid", "--online and --offline are for local bots", "a onebot bot is online when its platform answers")
         if secret is not None and bot["adapter"] != "onebot":
             raise FwError("invalid", "--secret-stdin is for onebot bots", "a local bot takes no secret")
+        if secret is not None and not secret:
+            raise FwError("invalid", "the secret read from standard input is empty",
+                          f"pipe the secret in: `printf %s \"$SECRET\" | fw bot set {name} --secret-stdin`", field="secret")
         if wanted is not None:
             edit_record(home, "bot", bot_rel(name), {"unsupported_apis": wanted or None})
+        if secret is not None:
+            secrets.save(home, BOT_SECRETS, name, {**secrets.load(home, BOT_SECRETS, name), "secret": secret})
         if online is not None:
             adapter_of(home, name, bot).set_online(online)
     return bot_show(home, name)

@@ -57,7 +57,8 @@ def call_platform_tool(home: Home, run: dict[str, Any], tool: PlatformTool, args
                       "add it again with `fw bot add`, then start a new run", reason="adapter_offline")
     adapter = adapter_of(home, name, bot)  # type: ignore[arg-type]
     if not adapter.online():
-        raise FwError("unavailable", f"bot {name!r} is offline", f"bring it back with `fw bot set {name} --online`", reason="adapter_offline")
+        hint = getattr(adapter, "offline_hint", None) or f"bring it back with `fw bot set {name} --online`"
+        raise FwError("unavailable", f"bot {name!r} is offline", hint, reason="adapter_offline")
     if tool.api not in supported_apis(adapter, bot):
         raise FwError("unavailable", f"bot {name!r} no longer offers {tool.api}, which {tool.name} needs",
                       f"see what it offers with `fw bot show {name}`", reason="adapter_api_unsupported")

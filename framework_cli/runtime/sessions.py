@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,7 +26,7 @@ from ..errors import FwError
 from ..home import secrets
 from ..home.kinds import check_name
 from ..home.store import Home
-from ..state.store import StateStore, now_iso
+from ..state.store import STATE_FILE, StateStore, now_iso
 from . import work
 
 MAX_HOP = 8  # a message at this hop or more starts no turn: chains of agents answering agents end
@@ -160,13 +162,13 @@ def mentions_in(text: str, members: list[str]) -> list[str]:
     return list(dict.fromkeys(found))
 
 
-def _present_message(row: dict[str, Any]) -> dict[str, Any]:
+def _present_message(row: dict[str, Any], decode: Callable[[str], Any] = json.loads) -> dict[str, Any]:
     return {
         "id": row["id"],
         "session": row["session"],
         "author": row["author"],
         "text": row["text"],
-        "mentions": json.loads(row["mentions"]),
+        "mentions": decode(row["mentions"]),
         "hop": row["hop"],
         "created_at": row["created_at"],
     }
@@ -252,21 +254,66 @@ def _create_turns(store: StateStore, session: str, message_id: int, author: str,
     return turns
 
 
-def message_list(home: Home, session: str, limit: int | None = None, reader: str | None = None) -> dict[str, Any]:
-    """The messages of a session, oldest first (the last `limit` of them). A `reader` must
-    be a member."""
+def _checked_limit(limit: Any) -> int | None:
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise FwError("invalid", "limit must be a whole number, at least 1", "e.g. --limit 20")
-    limit = None if limit is not None and limit > 2**31 else limit  # more than can exist: every message
+    return None if limit is not None and limit > 2**31 else limit  # more than can exist: every message
+
+
+class MessageRows:
+    """A session's messages, oldest first, read from state.db as they are iterated: a
+    session of any length is listed in the memory of one batch."""
+
+    def __init__(self, store: StateStore, session: str, limit: int | None) -> None:
+        self.store, self.session, self.limit = store, session, limit
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        if self.limit is None:
+            sql, params = "SELECT * FROM messages WHERE session = ? ORDER BY id", (self.session,)
+        else:
+            sql = "SELECT * FROM (SELECT * FROM messages WHERE session = ? ORDER BY id DESC LIMIT ?) AS last ORDER BY id"
+            params = (self.session, self.limit)
+        decoded: dict[str, Any] = {}  # a session's messages mention the same few members: decode each list once
+
+        def mentions(raw: str) -> Any:
+            if raw not in decoded:
+                if len(decoded) > 4096:
+                    decoded.clear()
+                decoded[raw] = json.loads(raw)
+            value = decoded[raw]
+            return list(value) if isinstance(value, list) else value  # each message its own list
+
+        for row in self.store.rows(sql, params):
+            try:
+                yield _present_message(row, mentions)
+            except (TypeError, ValueError):
+                raise FwError("corrupt", f"{STATE_FILE}: message {row.get('id')} of session {self.session!r} is damaged",
+                              f"move {STATE_FILE} aside to start with an empty runtime state", path=STATE_FILE) from None
+
+    def author_width(self) -> int:
+        """The length of the longest author's name, to align a log's columns before it is read."""
+        row = self.store.one("SELECT max(length(author)) AS width FROM messages WHERE session = ?", (self.session,))
+        return int((row or {}).get("width") or 0)
+
+
+@contextmanager
+def message_stream(home: Home, session: str, limit: int | None = None, reader: str | None = None) -> Iterator[MessageRows]:
+    """The messages of a session, oldest first (the last `limit` of them), to be read while
+    the store is open. Everything that can be refused (the limit, the session, a `reader`
+    who is not a member) is checked before the first message is read."""
+    limit = _checked_limit(limit)
     with store_for(home) as store:
         _session(store, session)
         if reader is not None:
             _require_member(_members(store, session), reader, session)
-        if limit is None:
-            rows = store.all("SELECT * FROM messages WHERE session = ? ORDER BY id", (session,))
-        else:
-            rows = store.all("SELECT * FROM messages WHERE session = ? ORDER BY id DESC LIMIT ?", (session, limit))[::-1]
-    return {"session": session, "messages": [_present_message(r) for r in rows]}
+        yield MessageRows(store, session, limit)
+
+
+def message_list(home: Home, session: str, limit: int | None = None, reader: str | None = None) -> dict[str, Any]:
+    """The messages of a session, oldest first (the last `limit` of them). A `reader` must
+    be a member."""
+    with message_stream(home, session, limit, reader) as messages:
+        return {"session": session, "messages": list(messages)}
 
 
 # -- the bindings' backlog --------------------------------------------------------------------

@@ -191,3 +191,24 @@ MIGRATIONS.append(
         ],
     )
 )
+
+# The reverse WebSockets of onebot bots (framework_cli/platform/adapters/onebot.py): one row a
+# bot and process holding a socket of it, refreshed while it is held, so that any fw process
+# can tell whether the bot is connected (a row not refreshed for a minute was left by a process
+# that died).
+MIGRATIONS.append(
+    (
+        "0006_onebot_links",
+        [
+            """CREATE TABLE onebot_links (
+                bot TEXT NOT NULL,
+                owner TEXT NOT NULL,
+                online INTEGER NOT NULL,
+                self_id TEXT,
+                connected_at TEXT NOT NULL,
+                seen_at TEXT NOT NULL,
+                PRIMARY KEY (bot, owner)
+            )""",
+        ],
+    )
+)

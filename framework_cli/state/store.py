@@ -106,6 +106,22 @@ class StateStore:
             row = self.db.execute(sql, params).fetchone()
         return dict(row) if row is not None else None
 
+    def rows(self, sql: str, params: Sequence[Any] = (), batch: int = 500) -> Iterator[dict[str, Any]]:
+        """The rows of a query, fetched a batch at a time as the caller consumes them: a
+        listing of any length holds one batch in memory. Damage found on the way is `corrupt`."""
+        try:
+            with self._lock:
+                cursor = self.db.execute(sql, params)
+            while True:
+                with self._lock:
+                    fetched = cursor.fetchmany(batch)
+                if not fetched:
+                    return
+                for row in fetched:
+                    yield dict(row)
+        except sqlite3.DatabaseError as exc:
+            raise FwError("corrupt", f"{STATE_FILE} cannot be read: {exc}", f"move {STATE_FILE} aside to start with an empty runtime state", path=STATE_FILE) from None
+
     def insert(self, table: str, values: dict[str, Any]) -> int:
         columns = ", ".join(values)
         marks = ", ".join("?" for _ in values)

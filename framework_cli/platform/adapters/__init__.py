@@ -13,7 +13,7 @@ from typing import Any, Protocol
 from ...errors import FwError
 from ...home.store import Home
 
-ADAPTER_MODULES = {"local": f"{__name__}.local"}
+ADAPTER_MODULES = {"local": f"{__name__}.local", "onebot": f"{__name__}.onebot"}
 
 
 class Adapter(Protocol):
@@ -27,30 +27,10 @@ class Adapter(Protocol):
     def ingest(self, event: dict[str, Any]) -> None: ...
 
 
-class NotAvailable:
-    """An adapter this version of fw does not have (a bot file names `onebot`): it declares
-    no API and is never online, so its runs are offered nothing and call nothing."""
-
-    declared_apis: tuple[str, ...] = ()
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-    def online(self) -> bool:
-        return False
-
-    def call(self, api: str, params: dict[str, Any]) -> dict[str, Any]:
-
-        raise FwError("unavailable", f"the {self.name} adapter is not available in this version of fw", "", reason="adapter_offline")
-
-    def ingest(self, event: dict[str, Any]) -> None:
-        pass
-
-
 def adapter_for(home: Home, bot_name: str, bot: dict[str, Any]) -> Adapter:
     module = ADAPTER_MODULES.get(bot["adapter"])
-    if module is None:
-        return NotAvailable(bot["adapter"])
+    if module is None:  # the bot model admits only the adapters above
+        raise FwError("invalid", f"unknown adapter {bot['adapter']!r}", f"use one of: {', '.join(ADAPTER_MODULES)}", field="adapter")
     return importlib.import_module(module).make(home, bot_name, bot)  # type: ignore[no-any-return]
 
 
