@@ -34,8 +34,15 @@ def serve(
             raise FwError("usage", "--http serves the gateway of every run, chosen by its token: give no --manager or --run",
                           "start a run with `fw run start`, then send its gateway_token as Authorization: Bearer TOKEN")
         from ..serve.gateway import DEFAULT_LISTEN, serve_gateway  # lazy: start-up speed
+        from .output import json_wanted, print_json  # lazy: start-up speed
 
-        serve_gateway(home, listen or DEFAULT_LISTEN, on_started=lambda url: write_out(f"fw gateway: {url}"))
+        def started(url: str) -> None:  # the first line on stdout: where runners connect
+            if json_wanted(as_json):
+                print_json({"gateway": url})
+            else:
+                write_out(f"fw gateway: {url}")
+
+        serve_gateway(home, listen or DEFAULT_LISTEN, on_started=started)
         return
     if listen is not None:
         raise FwError("usage", "--listen goes with --http", "e.g. fw mcp serve --http --listen 127.0.0.1:8766")
