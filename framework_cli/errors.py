@@ -22,6 +22,7 @@ EXIT_CODES: dict[str, int] = {
     "not_empty": 6,
     "in_use": 6,
     "unavailable": 7,
+    "interrupted": 130,
 }
 
 

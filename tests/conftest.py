@@ -120,3 +120,126 @@ def make_basics(with_key: bool = True) -> None:
     fwj("resource", "write", "model", "m1", "--create", "--data",
         json.dumps({"provider": "p1", "model_id": "m-1", "capabilities": {"tool_call": True}}))
     fwj("agent", "create", "a1", "--model", "m1")
+
+
+# -- processes, and the before-stop check -------------------------------------------------------
+def processes_with(marker: str) -> list[str]:
+    """The `ps -ww -eo pid,ppid,stat,args` (-ww: never cut to the screen width) lines of live processes whose command line holds
+    `marker` (a zombie has exited: it is not one)."""
+    out = subprocess.run(["ps", "-ww", "-eo", "pid,ppid,stat,args"], capture_output=True, text=True, check=True).stdout
+    return [line for line in out.splitlines()[1:] if marker in line and not line.split(None, 3)[2].startswith("Z")]
+
+
+def wait_until_gone(marker: str, seconds: float = 20) -> list[str]:
+    """Wait (bounded) for every process holding `marker` to go; what is still there."""
+    import time
+
+    deadline = time.monotonic() + seconds
+    while (left := processes_with(marker)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return left
+
+
+def _become_subreaper() -> None:
+    """Every process a test starts stays below this pytest process, even one that called
+    `setsid` or detached itself: as a child subreaper, orphans come here, not to init. So the
+    check below finds them all by reading `ps` (it also works under pytest-xdist: each worker
+    checks its own)."""
+    import ctypes
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+    except (OSError, AttributeError):  # not Linux: the check still sees what has not been orphaned
+        pass
+
+
+_become_subreaper()
+
+
+def _descendants() -> list[str]:
+    me = os.getpid()
+    listing = subprocess.Popen(["ps", "-ww", "-eo", "pid,ppid,stat,args"], stdout=subprocess.PIPE, text=True)
+    out = listing.communicate()[0]
+    rows = [line.split(None, 3) + [""] for line in out.splitlines()[1:]]
+    children: dict[int, list[list[str]]] = {}
+    for row in rows:
+        children.setdefault(int(row[1]), []).append(row)
+    found, todo = [], [me]
+    while todo:
+        for row in children.get(todo.pop(), []):
+            todo.append(int(row[0]))
+            if int(row[0]) != listing.pid and not row[2].startswith("Z"):
+                found.append(" ".join(row[:4]).strip())
+    return found
+
+
+def _leftover_processes() -> list[str]:
+    """Processes started by this session's tests that are still running, after a grace for
+    those that are on their way out (a supervisor whose fw was killed); they are killed."""
+    import signal
+    import time
+
+    deadline = time.monotonic() + 15
+    while (left := _descendants()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    for line in left:
+        try:
+            os.kill(int(line.split()[0]), signal.SIGKILL)
+        except OSError:
+            pass
+    return left
+
+
+_HAND_WRITTEN: set[Path] = set()  # files a test itself wrote the canary into, on purpose
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "hand_written_canary(*paths): the test writes the canary into these files of its home by hand "
+        "(a person's mistake fw must cope with); the before-stop check does not count them")
+
+
+@pytest.fixture(autouse=True)
+def _note_hand_written_canary(request, tmp_path):
+    marker = request.node.get_closest_marker("hand_written_canary")
+    if marker is not None:
+        _HAND_WRITTEN.update(tmp_path / "home" / rel for rel in marker.args)
+
+
+def _canary_leaks(root: Path) -> list[str]:
+    """Files of every test home outside secrets/, and rows of every state.db, that hold the
+    canary key."""
+    import sqlite3
+
+    leaks = []
+    homes = {p.parent for p in root.rglob("providers") if p.is_dir() and (p.parent / "agents").is_dir()}
+    for home in sorted(homes):
+        for path in home.rglob("*"):
+            rel = path.relative_to(home).parts
+            if rel[0] == "secrets" or not path.is_file() or path.name.startswith("state.db") or path in _HAND_WRITTEN:
+                continue
+            if CANARY.encode() in path.read_bytes():
+                leaks.append(str(path))
+    for db_path in root.rglob("state.db"):
+        try:
+            db = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
+            tables = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+            for table in tables:
+                if any(CANARY in repr(row) for row in db.execute(f'SELECT * FROM "{table}"')):
+                    leaks.append(f"{db_path} table {table}")
+            db.close()
+        except sqlite3.DatabaseError:
+            continue  # a test damaged it on purpose
+    return leaks
+
+
+@pytest.fixture(scope="session", autouse=True)
+def before_stop_check(tmp_path_factory):
+    """After the last test: no process a test started is left running, and the canary key is
+    in no file outside secrets/ of any test home and no row of any state.db. (Outputs are
+    checked by `fw` and `fw_proc` on every call.)"""
+    yield
+    left = _leftover_processes()
+    leaks = _canary_leaks(tmp_path_factory.getbasetemp())
+    assert not left, "processes started by tests were left running:\n" + "\n".join(left)
+    assert not leaks, "the canary key was found in:\n" + "\n".join(leaks)

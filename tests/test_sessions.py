@@ -297,6 +297,7 @@ def test_texts_holding_a_stored_key_are_refused_and_nothing_is_stored(home):
     assert CANARY.encode() not in (home / "state.db").read_bytes()
 
 
+@pytest.mark.hand_written_canary('skills/default/notes/SKILL.md')
 def test_what_a_tool_answers_reaches_the_model_redacted(home):
     script = [{"tool_calls": [{"name": "skill__notes", "arguments": {}}]}, {"content": "ok"}]
     with ChatServer(script) as server:

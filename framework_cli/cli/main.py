@@ -28,14 +28,14 @@ class FwGroup(TyperGroup):
         standalone_mode: bool = True,
         **extra: Any,
     ) -> Any:
-        from typer._click.exceptions import ClickException, UsageError
-        from typer.exceptions import Abort
-
         from ..home import secrets  # lazy: start-up speed
 
         args = list(sys.argv[1:] if args is None else args)
         set_root_json(False)
         secrets.forget_all()  # what is redacted comes from this invocation's home, not an earlier one
+        supervisor = sys.modules.get("framework_cli.runtime.supervisor")
+        if supervisor is not None:
+            supervisor.reopen()  # an earlier command in this process was interrupted: this one may run programs
         # `fw tool call` always answers in JSON, its errors included
         as_json = json_wanted("--json" in args) or _is_tool_call(args)
         _invocation.update(args=args, as_json=as_json)
@@ -44,11 +44,28 @@ class FwGroup(TyperGroup):
             from typer.completion import completion_init
 
             completion_init()  # typer's completion classes answer the shell
+        restore = _terminate_like_ctrl_c()
+        try:
+            code = self._guarded(args, prog_name, complete_var, as_json, extra)
+        finally:
+            restore()
+        if standalone_mode and code == 130 and _invocation["interrupted"]:
+            _leave_now(code)
+        if standalone_mode:
+            sys.exit(code)
+        return code
+
+    def _guarded(self, args: list[str], prog_name: str | None, complete_var: str | None, as_json: bool, extra: Any) -> int:
+        from typer._click.exceptions import ClickException, UsageError
+        from typer.exceptions import Abort
+
         code = 0
         try:
             _refuse_non_text(args)
             rv = super().main(args, prog_name or "fw", complete_var, standalone_mode=False, **extra)
             code = rv if isinstance(rv, int) and not isinstance(rv, bool) else 0
+            if code == 130 and _invocation.get("interrupted"):  # typer's answer to a KeyboardInterrupt
+                code = _interrupted(as_json)
         except FwError as exc:
             emit_error(with_corrected_command(exc, args), as_json)
             code = exc.exit_code
@@ -61,13 +78,15 @@ class FwGroup(TyperGroup):
             emit_error(FwError("internal", "aborted", ""), as_json)
             code = 1
         except KeyboardInterrupt:
-            code = 130
+            code = _interrupted(as_json)
         except BrokenPipeError:
             code = 1
         except SystemExit as exc:  # typer's own exits, e.g. on a closed pipe
             code = exc.code if isinstance(exc.code, int) else 1
-        except Exception as exc:  # the last line of defence: a message, never a traceback
-            if os.environ.get("FW_RAISE_ERRORS"):
+        except BaseException as exc:  # the last line of defence: a message, never a traceback
+            if _only_interrupts(exc):  # Ctrl-C or SIGTERM inside a task group (fw mcp serve)
+                return _interrupted(as_json)
+            if not isinstance(exc, Exception) or os.environ.get("FW_RAISE_ERRORS"):
                 raise  # for debugging and tests: let a bug show its traceback
             emit_error(
                 FwError(
@@ -78,8 +97,6 @@ class FwGroup(TyperGroup):
                 as_json,
             )
             code = 1
-        if standalone_mode:
-            sys.exit(code)
         return code
 
 
@@ -92,8 +109,63 @@ def _refuse_non_text(args: list[str]) -> None:
                           "pass UTF-8 text; a file of other text can be converted with iconv", field=f"argv[{position}]")
 
 
+def _terminate_like_ctrl_c() -> Any:
+    """SIGTERM does what Ctrl-C does: the command unwinds (ending its runs, stopping their
+    processes) and exits 130; a second SIGTERM while it unwinds is ignored. Both are noted, so
+    that the boundary knows an exit of 130 was an interruption (typer turns one into a bare
+    exit code). Returns what puts the previous handlers back (tests run many commands in one
+    process)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None  # only the main thread may handle signals
+    _invocation["interrupted"] = False
+
+    def interrupt(signum: int, frame: Any) -> None:
+        _invocation["interrupted"] = True
+        if signum == signal.SIGTERM:
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        raise KeyboardInterrupt
+
+    previous = {number: signal.signal(number, interrupt) for number in (signal.SIGINT, signal.SIGTERM)}
+    return lambda: [signal.signal(number, handler) for number, handler in previous.items()]
+
+
+def _interrupted(as_json: bool) -> int:
+    """Ctrl-C or SIGTERM: the runs were ended on the way out; stop whatever programs are
+    still running (a dispatcher's workers may have some), then say so."""
+    supervisor = sys.modules.get("framework_cli.runtime.supervisor")
+    if supervisor is not None:  # it is loaded only once something has been run
+        supervisor.stop_all()
+    emit_error(FwError("interrupted", "interrupted: the runs it started were ended and their processes stopped",
+                       "run the command again to go on"), as_json)
+    return 130
+
+
+def _leave_now(code: int) -> None:
+    """Exit an interrupted command at once. Its runs are ended and its programs stopped; what
+    is left are threads that cannot be told to stop (one blocked reading an MCP client's
+    standard input, a dispatcher's worker waiting for a model), and a normal exit would wait
+    for them."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)
+
+
+def _only_interrupts(exc: BaseException) -> bool:
+    """An exception group whose every member is a KeyboardInterrupt."""
+    members = getattr(exc, "exceptions", None)
+    if not isinstance(exc, BaseException) or members is None or not isinstance(members, tuple):
+        return isinstance(exc, KeyboardInterrupt)
+    return bool(members) and all(_only_interrupts(m) for m in members)
+
+
 COMPLETE_VAR = "_FW_COMPLETE"
-_invocation: dict[str, Any] = {"args": [], "as_json": False}  # this invocation's command line
+_invocation: dict[str, Any] = {"args": [], "as_json": False, "interrupted": False}  # this invocation's command line
 
 
 def _usage_error(exc: Any, args: list[str], as_json: bool) -> int:

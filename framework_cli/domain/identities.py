@@ -7,7 +7,7 @@ from typing import Any
 
 from ..errors import FwError
 from ..home.kinds import KINDS, check_name, is_reserved
-from ..home.records import edit_record, find_one, load_record, read_definition, resource_names
+from ..home.records import edit_record, find_one, load_record, read_definition, refuse_secret_values, resource_names
 from ..home.store import Home
 from ..suggest import did_you_mean, hint_with
 from .projection import Snapshot, mount_notes
@@ -260,6 +260,11 @@ def agent_bind(
             if exc.code != "not_found":
                 raise
             raise FwError("invalid", exc.message, exc.hint.replace("fw resource list agent", "fw agent list"), **exc.extra) from None
+        if directory is not None:
+            refuse_secret_values(home, {"directory": directory}, None)  # before anything quotes it
+        if directory is not None and not os.path.isdir(directory):
+            raise FwError("invalid", "the folder given as directory does not exist (or is not a folder)",
+                          "create it first, or give an existing folder", field="directory")
         patch: dict[str, Any] = {"agent": agent}
         if _binding_record(home, principal) is None:
             patch.update(enabled=True, policy="mentioned")

@@ -36,6 +36,7 @@ from ..errors import FwError, refuse_lone_surrogates, without_lone_surrogates
 from ..home import secrets
 from ..home.secrets import redact
 from .documents import redact_document
+from .supervisor import helper_command
 
 if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup  # anyio's dependency there
@@ -52,17 +53,11 @@ MAX_MESSAGE_BYTES = 64 * 1024 * 1024  # one JSON-RPC line; a server sending more
 STOP_GRACE = 2.0  # seconds a stdio server gets to exit once its stdin closes; then SIGTERM, then SIGKILL
 
 # The SDK's stdio client always adds the parent's HOME, LOGNAME, PATH, SHELL, TERM and USER to
-# a server's environment. This shim, run first, replaces itself with the server holding exactly
-# the variables fw chose ($FW_MCP_ENV_KEYS names them; no value is ever on a command line).
-_EXEC_WITH_CHOSEN_ENV = (
-    "import json, os, sys\n"
-    "keys = json.loads(os.environ['FW_MCP_ENV_KEYS'])\n"
-    "env = {k: os.environ[k] for k in keys if k in os.environ}\n"
-    "try:\n"
-    "    os.execvpe(sys.argv[1], sys.argv[1:], env)\n"
-    "except OSError as exc:\n"
-    "    sys.exit(f'cannot start {sys.argv[1]}: {exc.strerror}')\n"
-)
+# a server's environment, and stops only the server's own process group. So each server runs
+# under fw's process supervisor: it gives the server exactly the variables fw chose
+# ($FW_MCP_ENV_KEYS names them; no value is ever on a command line), and when the server exits
+# or is stopped (or fw goes) it kills every process the server started, in its group or not.
+_ENV_KEYS_VAR = "FW_MCP_ENV_KEYS"
 
 
 @dataclass
@@ -318,10 +313,11 @@ async def _stdio_link(conn: _Connection) -> AsyncIterator[_StdioLink]:
     if not _command_exists(spec.command, env.get("PATH", os.defpath), spec.cwd):
         raise FwError("unavailable", f"command not found: {spec.command}", "check the mcp's command and PATH",
                       reason="mcp_server")
+    supervisor = helper_command(env_keys=_ENV_KEYS_VAR)  # the server's whole tree stops with it
     process = await anyio.open_process(
-        [sys.executable, "-I", "-S", "-c", _EXEC_WITH_CHOSEN_ENV, spec.command, *spec.args],
+        [*supervisor, spec.command, *spec.args],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        env={**env, "FW_MCP_ENV_KEYS": json.dumps(sorted(env))}, cwd=spec.cwd, start_new_session=True,
+        env={**env, _ENV_KEYS_VAR: json.dumps(sorted(env))}, cwd=spec.cwd, start_new_session=True,
     )
     conn.process = process
     link = _StdioLink(process)

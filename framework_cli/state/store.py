@@ -47,10 +47,30 @@ class StateStore:
             self.db.execute("PRAGMA foreign_keys = ON")
             self.db.execute("PRAGMA synchronous = NORMAL")  # WAL keeps every commit whole
         except sqlite3.DatabaseError as exc:
-            raise FwError("corrupt", f"{STATE_FILE} cannot be opened: {exc}", f"move {STATE_FILE} aside to start with an empty runtime state", path=STATE_FILE) from None
+            raise self._damaged(exc, "cannot be opened") from None
         self._depth = 0
         self._lock = threading.RLock()
         self.migrate()
+
+    def _damaged(self, exc: sqlite3.DatabaseError, what: str = "is damaged") -> FwError:
+        """A database error as fw's: a busy database is `unavailable`; anything else it says
+        (malformed pages, not a database, an I/O error) is damage, `corrupt` naming the file."""
+        if getattr(exc, "sqlite_errorname", "") in ("SQLITE_BUSY", "SQLITE_LOCKED"):
+            return FwError("unavailable", f"{self.path} is locked by another process: {exc}",
+                           "try again once the other fw command has finished", path=STATE_FILE, reason="state_busy")
+        return FwError("corrupt", f"{self.path} {what}: {exc}",
+                       f"`fw home check` reports it; move {STATE_FILE} aside (or restore it from a backup) to start "
+                       "again with an empty runtime state: sessions, messages, turns, tasks and memory", path=STATE_FILE)
+
+    @contextmanager
+    def _statement(self) -> Iterator[None]:
+        """Every statement runs inside this, so damage found by any of them is `corrupt`."""
+        try:
+            yield
+        except (sqlite3.IntegrityError, sqlite3.ProgrammingError, sqlite3.InterfaceError):
+            raise  # fw's own mistake, not the file's
+        except sqlite3.DatabaseError as exc:
+            raise self._damaged(exc) from None
 
     @classmethod
     def open(cls, home: Any) -> StateStore:
@@ -74,35 +94,47 @@ class StateStore:
             self._depth += 1
             savepoint = f"sp{self._depth}"
             try:
-                self.db.execute("BEGIN IMMEDIATE" if self._depth == 1 else f"SAVEPOINT {savepoint}")
+                with self._statement():
+                    self.db.execute("BEGIN IMMEDIATE" if self._depth == 1 else f"SAVEPOINT {savepoint}")
             except BaseException:
                 self._depth -= 1
                 raise
             try:
                 yield self
             except BaseException:
-                if self._depth == 1:
-                    self.db.execute("ROLLBACK")
-                else:
-                    self.db.execute(f"ROLLBACK TO {savepoint}")
-                    self.db.execute(f"RELEASE {savepoint}")
+                self._roll_back(savepoint)
                 raise
             else:
-                self.db.execute("COMMIT" if self._depth == 1 else f"RELEASE {savepoint}")
+                with self._statement():
+                    self.db.execute("COMMIT" if self._depth == 1 else f"RELEASE {savepoint}")
             finally:
                 self._depth -= 1
 
+    def _roll_back(self, savepoint: str) -> None:
+        """Undo the transaction (or the savepoint) that failed. A database too damaged to roll
+        back has already rolled back: the error that is on its way says why."""
+        try:
+            if self._depth == 1:
+                self.db.execute("ROLLBACK")
+            else:
+                self.db.execute(f"ROLLBACK TO {savepoint}")
+                self.db.execute(f"RELEASE {savepoint}")
+        except sqlite3.DatabaseError:
+            pass
+
     # -- queries ---------------------------------------------------------------------------
     def execute(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
-        with self._lock:
+        """A statement that changes something (its cursor's `rowcount` and `lastrowid` are
+        read); a query goes through `all` or `one`, which read its rows here too."""
+        with self._lock, self._statement():
             return self.db.execute(sql, params)
 
     def all(self, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
-        with self._lock:
+        with self._lock, self._statement():
             return [dict(row) for row in self.db.execute(sql, params).fetchall()]
 
     def one(self, sql: str, params: Sequence[Any] = ()) -> dict[str, Any] | None:
-        with self._lock:
+        with self._lock, self._statement():
             row = self.db.execute(sql, params).fetchone()
         return dict(row) if row is not None else None
 
