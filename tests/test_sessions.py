@@ -249,12 +249,14 @@ def test_bad_session_input_changes_nothing(home):
     with ChatServer([]) as server:
         setup(server.base_url, "ops")
     fwj("session", "create", "s1", "--member", "alice", "--member", "ops")
+    fwj("principal", "create", "carol", "--kind", "user")
     before = snapshot(home)
     for args, code in (
         (["session", "create", "s1", "--member", "alice"], 6),
         (["session", "create", "s2", "--member", "nobody"], 3),
         (["session", "create", "Bad Name", "--member", "alice"], 4),
-        (["message", "post", "s1", "--as", "nobody", "hi"], 5),
+        (["message", "post", "s1", "--as", "nobody", "hi"], 3),  # no such principal
+        (["message", "post", "s1", "--as", "carol", "hi"], 5),  # a principal, not a member
         (["message", "post", "nope", "--as", "alice", "hi"], 3),
         (["message", "post", "s1", "--as", "alice"], 2),
         (["message", "list", "s1", "--limit", "0"], 4),

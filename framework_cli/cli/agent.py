@@ -9,7 +9,18 @@ import typer
 
 from ..domain.agents import agent_show
 from ..domain.resources import resource_list, resource_write
-from .common import TIMEOUT_HELP, complete_agent, complete_category, complete_group, home_of, run_gateway
+from ..suggest import plural
+from .common import (
+    TIMEOUT_HELP,
+    complete_agent,
+    complete_category,
+    complete_group,
+    complete_mounted_group,
+    complete_resource_of,
+    complete_unmounted_group,
+    home_of,
+    run_gateway,
+)
 from .output import JsonOpt, emit, read_text_arg
 from .resource import render_activation, render_list, render_resource, render_written
 
@@ -17,11 +28,11 @@ app = typer.Typer(help="Create, edit, show and list agents; mount built-in tool 
 
 NameArg = Annotated[str, typer.Argument(help="The agent's name.", show_default=False, autocompletion=complete_agent)]
 NewNameArg = Annotated[str, typer.Argument(help="The new agent's name.", show_default=False)]
-ModelOpt = Annotated[Optional[str], typer.Option("--model", help="The model it uses ('' clears it).")]
-PromptOpt = Annotated[Optional[str], typer.Option("--prompt", help="Its prompt ('' clears it).")]
-SkillOpt = Annotated[Optional[list[str]], typer.Option("--skill", help="A skill it uses (repeat; replaces the list).")]
-McpOpt = Annotated[Optional[list[str]], typer.Option("--mcp", help="An MCP server it uses (repeat; replaces the list).")]
-HarnessOpt = Annotated[Optional[str], typer.Option("--harness", help="The harness that runs it ('' clears it).")]
+ModelOpt = Annotated[Optional[str], typer.Option("--model", autocompletion=complete_resource_of("model"), help="The model it uses ('' clears it).")]
+PromptOpt = Annotated[Optional[str], typer.Option("--prompt", autocompletion=complete_resource_of("prompt"), help="Its prompt ('' clears it).")]
+SkillOpt = Annotated[Optional[list[str]], typer.Option("--skill", autocompletion=complete_resource_of("skill"), help="A skill it uses (repeat; replaces the list).")]
+McpOpt = Annotated[Optional[list[str]], typer.Option("--mcp", autocompletion=complete_resource_of("mcp"), help="An MCP server it uses (repeat; replaces the list).")]
+HarnessOpt = Annotated[Optional[str], typer.Option("--harness", autocompletion=complete_resource_of("harness"), help="The harness that runs it ('' clears it).")]
 DescOpt = Annotated[Optional[str], typer.Option("--description", help="What it is for.")]
 ExecOpt = Annotated[Optional[bool], typer.Option("--execution/--no-execution", help="Allow local execution (with the local_execution group).")]
 CategoryOpt = Annotated[Optional[str], typer.Option("--category", help="Category to place it in, or move it to.", autocompletion=complete_category)]
@@ -86,8 +97,8 @@ def edit(
     ctx: typer.Context,
     name: NameArg,
     builtin_tool: BuiltinOpt = None,
-    add_builtin_tool: Annotated[Optional[list[str]], typer.Option("--add-builtin-tool", help="Mount a group (repeat); already mounted is no change.", autocompletion=complete_group)] = None,
-    remove_builtin_tool: Annotated[Optional[list[str]], typer.Option("--remove-builtin-tool", help="Unmount a group (repeat); not mounted is no change.", autocompletion=complete_group)] = None,
+    add_builtin_tool: Annotated[Optional[list[str]], typer.Option("--add-builtin-tool", help="Mount a group (repeat); already mounted is no change.", autocompletion=complete_unmounted_group)] = None,
+    remove_builtin_tool: Annotated[Optional[list[str]], typer.Option("--remove-builtin-tool", help="Unmount a group (repeat); not mounted is no change.", autocompletion=complete_mounted_group)] = None,
     model: ModelOpt = None,
     prompt: PromptOpt = None,
     skill: SkillOpt = None,
@@ -199,8 +210,9 @@ def run_progress(event: dict[str, Any]) -> None:
 
     if event["type"] == "started":
         run = event["run"]
-        tools = len(run["tools"])
-        write_out(f"Run {run['run_id']} started as {run['identity']}: {tools} tool{'s' if tools != 1 else ''}.", err=True)
+        left_out = len(run.get("unavailable_tools") or [])
+        why = f", {left_out} left out (see `fw run show {run['run_id']}`)" if left_out else ""
+        write_out(f"Run {run['run_id']} started as {run['identity']}: {plural(len(run['tools']), 'tool')}{why}.", err=True)
     elif event["type"] == "tool_call":
         outcome = event["outcome"] + (f" ({event['error']})" if event.get("error") else "")
         write_out(f"  tool {event['name']}: {outcome}", err=True)
@@ -245,9 +257,9 @@ def _render_answer(console: Any, doc: dict[str, Any], shown: bool = False) -> No
 
     rounds = doc["rounds"]
     if doc["status"] == "max_rounds":
-        console.print(Text(f"Stopped after {rounds} round{'s' if rounds != 1 else ''} (--max-rounds); the last answer{' is above' if shown else ''}:", style="yellow"))
+        console.print(Text(f"Stopped after {plural(rounds, 'round')} (--max-rounds); the last answer{' is above' if shown else ''}:", style="yellow"))
     if not shown:
         console.print(Text(doc["answer"] or "(no answer)"))
     if doc.get("finish_reason") in FINISH_NOTES:
         console.print(Text(FINISH_NOTES[doc["finish_reason"]], style="yellow"))
-    console.print(Text(f"run {doc['run_id']}: {doc['status']}, {rounds} round{'s' if rounds != 1 else ''}, {len(doc['tool_calls'])} tool call{'s' if len(doc['tool_calls']) != 1 else ''}", style="dim"))
+    console.print(Text(f"run {doc['run_id']}: {doc['status']}, {plural(rounds, 'round')}, {plural(len(doc['tool_calls']), 'tool call')}", style="dim"))

@@ -8,7 +8,7 @@ import typer
 
 from ..tools.audit import audit_list
 from .common import home_of
-from .output import JsonOpt, emit, fitted_table
+from .output import JsonOpt, emit, table
 
 app = typer.Typer(help="Read the audit log of tool calls (shapes of parameters only, never values).")
 
@@ -20,7 +20,7 @@ def list_(
     as_json: JsonOpt = False,
 ) -> None:
     """Show the latest tool calls: time (UTC), caller, run, tool, and the result (ok, or
-    the error code of a refused or failed call). Fits 80 columns; --json has every field."""
+    the error code of a refused or failed call). On a terminal it fits the width; --json has every field."""
     doc = audit_list(home_of(ctx), limit)
     emit(doc, as_json, lambda c: render_audit(c, doc["entries"]))
 
@@ -30,7 +30,7 @@ def render_audit(console: Any, entries: list[dict[str, Any]]) -> None:
         console.print("No tool calls yet.")
         return
     rows = [_audit_row(entry) for entry in entries]
-    fitted_table(console, ["time (UTC)", "caller", "run", "tool", "result"], rows, shrinkable=(1, 3))
+    table(console, None, ["time (UTC)", "caller", "run", "tool", "result"], rows, "")
 
 
 def _audit_row(entry: dict[str, Any]) -> list[str]:

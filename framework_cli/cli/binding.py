@@ -11,6 +11,7 @@ from ..domain.identities import (
     agent_unbind,
     binding_list,
 )
+from ..suggest import plural
 from .common import complete_agent, complete_principal, home_of
 from .output import JsonOpt, emit, table
 
@@ -33,9 +34,9 @@ def _render(console: Any, doc: dict[str, Any]) -> None:
     console.print(f"Binding {b['principal']} -> agent {b['agent']}: {state}, policy {b['policy']}, rounds {b['max_rounds'] or 'unlimited'}, in {b['directory']}.")
     turns = doc.get("turns") or {}
     if turns.get("released"):
-        console.print(f"{turns['released']} waiting turn(s) of open sessions are pending again: `fw dispatch --once` runs them.")
+        console.print(f"Pending again: {plural(turns['released'], 'waiting turn')} of open sessions; `fw dispatch --once` runs them.")
     if turns.get("held"):
-        console.print(f"{turns['held']} pending turn(s) wait until the binding is enabled again.")
+        console.print(f"Held: {plural(turns['held'], 'pending turn')}, until the binding is enabled again.")
     step = doc.get("next_step")
     if step:
         console.print(f"Next: {step['command']}")

@@ -7,14 +7,14 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from .common import home_of, run_gateway
+from .common import complete_bot, complete_choice, complete_principal, home_of, run_gateway
 from .output import JsonOpt, emit, table
 
 app = typer.Typer(help="Add, list, show, change and remove bots; try a local bot with `fw bot local`.")
 local_app = typer.Typer(help="A local bot's platform (inside state.db): say something as a user, read what the bot did.")
 app.add_typer(local_app, name="local")
 
-NameArg = Annotated[str, typer.Argument(help="The bot's name.", show_default=False)]
+NameArg = Annotated[str, typer.Argument(help="The bot's name.", show_default=False, autocompletion=complete_bot)]
 
 
 def _render_bot(console: Any, doc: dict[str, Any]) -> None:
@@ -37,8 +37,8 @@ def _render_bot(console: Any, doc: dict[str, Any]) -> None:
 def add(
     ctx: typer.Context,
     name: NameArg,
-    adapter: Annotated[str, typer.Option("--adapter", help="local (a platform inside state.db) or onebot (OneBot v11: NapCat, Lagrange, LLOneBot, go-cqhttp).", show_default=False)],
-    principal: Annotated[str, typer.Option("--principal", help="The principal (kind agent) whose binding handles its events.", show_default=False)],
+    adapter: Annotated[str, typer.Option("--adapter", autocompletion=complete_choice("local", "onebot"), help="local (a platform inside state.db) or onebot (OneBot v11: NapCat, Lagrange, LLOneBot, go-cqhttp).", show_default=False)],
+    principal: Annotated[str, typer.Option("--principal", autocompletion=complete_principal, help="The principal (kind agent) whose binding handles its events.", show_default=False)],
     url: Annotated[Optional[str], typer.Option("--url", help="onebot: the base URL of its HTTP API; without it, actions go over the reverse WebSocket of `fw bot serve`.")] = None,
     access_token_stdin: Annotated[bool, typer.Option("--access-token-stdin", help="onebot: read its access token from standard input.")] = False,
     description: Annotated[Optional[str], typer.Option("--description", help="What it is for.")] = None,
@@ -117,10 +117,12 @@ def serve(
     import threading
 
     from ..serve.bot import serve_bot  # lazy: start-up speed
-    from .output import json_wanted, write_out  # lazy: start-up speed
+    from .output import json_wanted, set_json_lines, write_out  # lazy: start-up speed
 
     lock = threading.Lock()
     as_lines = json_wanted(as_json)
+    if as_lines:
+        set_json_lines()
 
     def on_record(record: dict[str, Any]) -> None:
         with lock:
@@ -168,7 +170,7 @@ def serve_line(bot: str, r: dict[str, Any]) -> str:
 @local_app.command("say")
 def say(
     ctx: typer.Context,
-    bot: Annotated[str, typer.Argument(help="The local bot.", show_default=False)],
+    bot: Annotated[str, typer.Argument(help="The local bot.", show_default=False, autocompletion=complete_bot)],
     text: Annotated[str, typer.Argument(help="The message, taken literally.", show_default=False)],
     from_: Annotated[str, typer.Option("--from", metavar="USER", help="The user who says it (created on first use).", show_default=False)],
     group: Annotated[Optional[str], typer.Option("--group", metavar="G", help="Say it in this group (created on first use); otherwise to the bot in private.")] = None,
@@ -204,7 +206,7 @@ def say(
 
 
 @local_app.command("log")
-def log(ctx: typer.Context, bot: Annotated[str, typer.Argument(help="The local bot.", show_default=False)], as_json: JsonOpt = False) -> None:
+def log(ctx: typer.Context, bot: Annotated[str, typer.Argument(help="The local bot.", show_default=False, autocompletion=complete_bot)], as_json: JsonOpt = False) -> None:
     """List every API call the local bot's platform served, oldest first."""
     import json
 

@@ -6,14 +6,12 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from ..suggest import plural
 from .common import TIMEOUT_HELP, home_of, run_gateway
 from .output import JsonOpt, emit, json_wanted, write_out
 
-app = typer.Typer(help="Run pending turns and tasks as managed runs.")
 
-
-@app.callback(invoke_without_command=True)
-def dispatch(
+def command(
     ctx: typer.Context,
     once: Annotated[bool, typer.Option("--once", help="Run until nothing is pending, then exit with a summary.")] = False,
     workers: Annotated[int, typer.Option("--workers", metavar="N", help="Turns run at once, across principals (one at a time per principal).")] = 4,
@@ -30,7 +28,7 @@ def dispatch(
     home = home_of(ctx)
     progress = None if json_wanted(as_json) else _progress
     if not once and not json_wanted(as_json):
-        write_out(f"fw dispatch: serving {home.root} with {workers} worker(s); Ctrl-C stops.", err=True)
+        write_out(f"fw dispatch: serving {home.root} with {plural(workers, 'worker')}; Ctrl-C stops.", err=True)
     doc = run_dispatch(home, once=once, workers=workers, on_event=progress, timeout=timeout, gateway=run_gateway)
     emit(doc, as_json, lambda c: _render(c, doc))
 

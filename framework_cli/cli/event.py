@@ -6,12 +6,13 @@ from typing import Annotated, Any
 
 import typer
 
-from .common import home_of, run_gateway
-from .output import JsonOpt, emit, read_data_arg
+from ..suggest import plural
+from .common import complete_bot, home_of, run_gateway
+from .output import JsonOpt, emit, read_data_arg, render_run_tools
 
 app = typer.Typer(help="Handle chat-platform events: a managed run of the bot's principal, with the event frozen in it.")
 
-BotArg = Annotated[str, typer.Argument(help="The bot the event came to.", show_default=False)]
+BotArg = Annotated[str, typer.Argument(help="The bot the event came to.", show_default=False, autocompletion=complete_bot)]
 NoRunOpt = Annotated[bool, typer.Option("--no-run", help="Start the run and stop there, for an external runner (`fw mcp serve --run RUN`).")]
 
 REASONS = {
@@ -26,6 +27,7 @@ def handle(
     bot: BotArg,
     event: Annotated[str, typer.Option("--event", metavar="JSON|@FILE|-", help='The event: {"type", "actor": {"id", "name"?}, "group": {"id"}?, "message": {"id", "text"}?, "request_id"?}.', show_default=False)],
     no_run: NoRunOpt = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="List every tool, however many.")] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Handle an event: if the bot's principal's agent selects its type, start a managed run
@@ -41,18 +43,18 @@ def handle(
     if doc.get("handled") and "gateway_token" in doc["run"]:
         from .output import emit_started  # lazy: start-up speed
 
-        emit_started(doc, doc["run"], as_json, lambda c: render_handled(c, doc))
+        emit_started(doc, doc["run"], as_json, lambda c: render_handled(c, doc, verbose))
         return
-    emit(doc, as_json, lambda c: render_handled(c, doc))
+    emit(doc, as_json, lambda c: render_handled(c, doc, verbose))
 
 
-def render_handled(console: Any, doc: dict[str, Any]) -> None:
+def render_handled(console: Any, doc: dict[str, Any], verbose: bool = False) -> None:
     if not doc["handled"]:
         console.print(f"Not handled ({doc['reason']}): {REASONS.get(doc['reason'], doc['reason'])}.")
         return
     run = doc["run"]
     console.print(f"Run {run['run_id']} as {run['identity']} for {run['event']['type']} on bot {run['bot']}.")
-    console.print(f"  tools: {', '.join(run['tools']) or 'none'}")
+    render_run_tools(console, run, verbose)
     result = doc.get("result")
     if result is None:
         console.print(f"  waiting for a runner: `fw mcp serve --run {run['run_id']}` or `fw tool call --run {run['run_id']} ...`")
@@ -60,5 +62,5 @@ def render_handled(console: Any, doc: dict[str, Any]) -> None:
             console.print(f"  or over HTTP: `fw mcp serve --http`, with the gateway token (shown only now): {run['gateway_token']}")
         return
     replied = any(c["name"] == "event_reply" and c["outcome"] == "ok" for c in result["tool_calls"])
-    console.print(f"  {result['status']}, {result['rounds']} round(s), {len(result['tool_calls'])} tool call(s)")
+    console.print(f"  {result['status']}, {plural(result['rounds'], 'round')}, {plural(len(result['tool_calls']), 'tool call')}")
     console.print(f"  answer (not sent{'; it replied with event_reply' if replied else ''}): {result['answer'] or '(none)'}")

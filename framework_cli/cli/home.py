@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import shlex
 import sys
 from typing import Annotated, Any, Optional
 
@@ -36,9 +38,15 @@ def init(
         console.print(f"{verb} the framework home at {doc['home']}")
         for rel in doc["created"]:
             console.print(f"  + {rel}")
-        console.print(f"Next: fw --home {doc['home']} resource write provider NAME --create --data '{{\"base_url\": ...}}' --api-key-stdin")
+        console.print(f"Next: add a provider, with its key in an environment variable:\n  {first_provider_command(doc['home'])}")
 
     emit(doc, as_json, human)
+
+
+def first_provider_command(home: str) -> str:
+    """A whole command that works as printed: the key stays in the variable, never in a file."""
+    data = json.dumps({"base_url": "https://api.openai.com/v1", "api_key_env": "OPENAI_API_KEY"})
+    return shlex.join(["fw", "--home", home, "resource", "write", "provider", "openai", "--create", "--data", data])
 
 
 @app.command("check")

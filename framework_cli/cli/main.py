@@ -9,16 +9,78 @@ from collections.abc import Sequence
 from typing import Annotated, Any, Optional
 
 import typer
-from typer.core import TyperGroup
+from typer._click.types import IntParamType, StringParamType
+from typer.core import TyperArgument, TyperGroup, TyperOption
 
 from ..errors import FwError, lone_surrogate_at
-from .output import emit_error, json_wanted, set_home_option, set_root_json
+from .output import emit_error, json_wanted, set_home_option, set_json_lines, set_root_json
+
+
+class FwArgument(TyperArgument):
+    """An argument as usage lines write it: `KIND REF`, `[KIND]`, `PATH...`."""
+
+    def make_metavar(self, ctx: Any, *, usage: bool = False) -> str:
+        var = self.metavar or (self.name or "").upper()
+        if var.startswith("["):
+            return var
+        if usage and not self.required:
+            var = f"[{var}]"
+        return var + ("..." if self.nargs != 1 else "")
+
+
+class _Word(StringParamType):
+    """Text whose metavar is the parameter's own name: help shows no `<str>` beside it."""
+
+    def get_metavar(self, param: Any, ctx: Any) -> str:
+        return ""
+
+
+class _Number(IntParamType):
+    """A whole number named by its argument (`TASK`), not by `<int>`."""
+
+    def get_metavar(self, param: Any, ctx: Any) -> str:
+        return ""
+
+
+_PLAIN_TYPES = {StringParamType: _Word, IntParamType: _Number}
+
+
+# Metavars of options by name; any other takes the last word of its name (`--unsupported-api API`).
+OPTION_METAVARS = {
+    "--as": "PRINCIPAL", "--member": "PRINCIPAL", "--principal": "PRINCIPAL", "--agent": "AGENT",
+    "--builtin-tool": "GROUP", "--add-builtin-tool": "GROUP", "--remove-builtin-tool": "GROUP",
+    "--event": "PATTERN", "--add-event": "PATTERN", "--remove-event": "PATTERN",
+    "--platform-tool": "TOOL", "--add-platform-tool": "TOOL", "--remove-platform-tool": "TOOL",
+    "--description": "TEXT", "--title": "TEXT", "--message": "TEXT", "--instructions": "TEXT",
+    "--directory": "PATH", "--listen": "HOST:PORT",
+}
+
+
+def tidy_params(command: Any) -> None:
+    """Real metavars in usage lines and help, for every command under `command`."""
+    for param in command.params:
+        if isinstance(param, TyperArgument) and not isinstance(param, FwArgument):
+            param.__class__ = FwArgument  # same state, usage words of our own
+            param.metavar = param.metavar or (param.name or "").upper()
+            if type(param.type) in _PLAIN_TYPES:
+                param.type = _PLAIN_TYPES[type(param.type)]()
+        elif isinstance(param, TyperOption) and param.metavar is None and not param.is_flag and not param.count:
+            long = max(param.opts, key=len)
+            kind = getattr(param.type, "name", "")
+            default = "N" if kind == "integer" else "SECONDS" if kind == "float" else long.rsplit("-", 1)[-1].upper()
+            param.metavar = OPTION_METAVARS.get(long, default)
+    for sub in (getattr(command, "commands", None) or {}).values():
+        tidy_params(sub)
 
 
 class FwGroup(TyperGroup):
     """Runs the command with click's standalone handling off, so that every failure,
     usage errors included, is rendered here: JSON on stdout in JSON mode, a message and a
     hint on stderr otherwise, and never a traceback."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        tidy_params(self)
 
     def main(  # type: ignore[override]
         self,
@@ -32,6 +94,7 @@ class FwGroup(TyperGroup):
 
         args = list(sys.argv[1:] if args is None else args)
         set_root_json(False)
+        set_json_lines(False)
         secrets.forget_all()  # what is redacted comes from this invocation's home, not an earlier one
         supervisor = sys.modules.get("framework_cli.runtime.supervisor")
         if supervisor is not None:
@@ -259,13 +322,27 @@ def completion_option(ctx: typer.Context, param: Any, value: bool) -> None:
     from typer._completion_shared import _get_shell_name
 
     completion.completion_init()
-    # The shell is read from the process tree; where that finds none (an IDE, a test runner,
-    # a setsid), $SHELL says which shell the user has.
-    shell: Any = _get_shell_name() or os.path.basename(os.environ.get("SHELL", "")) or value
+    # A shell named after the option (`fw --show-completion zsh`, as `gh completion -s zsh`)
+    # wins; else the shell is read from the process tree; where that finds none (an IDE, a
+    # test runner, a setsid), $SHELL says which shell the user has.
+    shell: Any = named_shell(_invocation["args"], "--" + param.name.replace("_", "-"))
+    shell = shell or _get_shell_name() or os.path.basename(os.environ.get("SHELL", "")) or value
     if param.name == "install_completion":
         completion.install_callback(ctx, param, shell)
     else:
         completion.show_callback(ctx, param, shell)
+
+
+SHELLS = ("bash", "zsh", "fish", "powershell", "pwsh")
+
+
+def named_shell(args: list[str], option: str) -> str | None:
+    """The shell named right after `option` on the command line, if one is."""
+    if option in args:
+        following = args[args.index(option) + 1: args.index(option) + 2]
+        if following and following[0] in SHELLS:
+            return following[0]
+    return None
 
 
 def build_app(only: str | None = None) -> typer.Typer:
@@ -276,10 +353,14 @@ def build_app(only: str | None = None) -> typer.Typer:
     root_app = typer.Typer(
         cls=FwGroup,
         name="fw",
-        help="Safe, scriptable control of an agent framework's home: providers, models, prompts, "
-        "skills, MCP servers, harnesses and agents, the identities agents run as, and the tools "
-        "agents use. Every command takes --json.",
-        no_args_is_help=True,
+        help="Safe, scriptable control of an agent framework, in two halves. The configuration is "
+        "a home of YAML files: providers, models, prompts, skills, MCP servers, harnesses and agents "
+        "(fw resource, fw agent), and the identities agents run as (fw principal, fw binding). The "
+        "runtime runs them: runs and their tools (fw run, fw tool, fw agent run), sessions where "
+        "agents are mentioned (fw session, fw message) and answered by fw dispatch, tasks agents "
+        "delegate (fw task), bots on chat platforms (fw bot, fw event) and a web page (fw web). "
+        "Start with `fw home init`, then `fw agent create --help`. Every command takes --json.",
+        no_args_is_help=False,  # a bare `fw` is a usage error rendered at the boundary: help, or one JSON document
         add_completion=False,  # the completion options are the root's own, loaded only when used
         context_settings={"help_option_names": ["-h", "--help"]},
         pretty_exceptions_enable=False,
@@ -287,7 +368,10 @@ def build_app(only: str | None = None) -> typer.Typer:
     root_app.callback()(root)
     for name in GROUPS if only is None else [only]:
         module = importlib.import_module(f"{__package__}.{name}")
-        root_app.add_typer(module.app, name=name)
+        if hasattr(module, "command"):  # a command of its own, with no subcommands (`fw dispatch`)
+            root_app.command(name)(module.command)
+        else:
+            root_app.add_typer(module.app, name=name)
     return root_app
 
 
@@ -302,10 +386,10 @@ def root(
         bool, typer.Option("--version", help="Show fw's version and exit.", is_eager=True, expose_value=False, callback=show_version)
     ] = False,
     install_completion: Annotated[
-        bool, typer.Option("--install-completion", help="Install completion for the current shell.", expose_value=False, callback=completion_option)
+        bool, typer.Option("--install-completion", help="Install completion for the current shell, or the one named after it (bash, zsh, fish).", expose_value=False, callback=completion_option)
     ] = False,
     show_completion: Annotated[
-        bool, typer.Option("--show-completion", help="Show completion for the current shell, to copy it or customize the installation.", expose_value=False, callback=completion_option)
+        bool, typer.Option("--show-completion", help="Show the completion script for the current shell, or the one named after it (`fw --show-completion zsh`).", expose_value=False, callback=completion_option)
     ] = False,
 ) -> None:
     from .output import set_root_json  # lazy: start-up speed

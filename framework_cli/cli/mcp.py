@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from .common import home_of
+from .common import complete_run, home_of
 from .output import JsonOpt, write_out
 
 app = typer.Typer(help="Serve the built-in tools to MCP clients.")
@@ -17,7 +17,7 @@ app = typer.Typer(help="Serve the built-in tools to MCP clients.")
 def serve(
     ctx: typer.Context,
     manager: Annotated[bool, typer.Option("--manager", help="Serve every tool, as the Manager (bare names).")] = False,
-    run: Annotated[Optional[str], typer.Option("--run", metavar="RUN", help="Serve one run's granted framework_ tools.")] = None,
+    run: Annotated[Optional[str], typer.Option("--run", metavar="RUN", help="Serve one run's granted framework_ tools.", autocompletion=complete_run)] = None,
     http: Annotated[bool, typer.Option("--http", help="Serve the gateway of every active run over streamable HTTP at /mcp; "
                                        "a runner sends its run's gateway token (from `fw run start`) as Authorization: Bearer TOKEN.")] = False,
     listen: Annotated[Optional[str], typer.Option("--listen", metavar="HOST:PORT", help="With --http: where to listen (default 127.0.0.1:8766; port 0 picks a free one).")] = None,

@@ -8,7 +8,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from .common import home_of
+from .common import complete_principal, complete_session, home_of
 from .output import (
     JsonOpt,
     json_wanted,
@@ -24,7 +24,7 @@ from .output import (
 
 app = typer.Typer(help="Post messages to a session and read them.")
 
-SessionArg = Annotated[str, typer.Argument(help="The session's name.", show_default=False)]
+SessionArg = Annotated[str, typer.Argument(help="The session's name.", show_default=False, autocompletion=complete_session)]
 
 
 def render_message(console: Any, m: dict[str, Any]) -> None:
@@ -63,18 +63,15 @@ def log_rows(messages: Iterable[dict[str, Any]], width: int) -> Iterator[str]:
 def post(
     ctx: typer.Context,
     session: SessionArg,
+    as_: Annotated[str, typer.Option("--as", help="The member posting it.", show_default=False, autocompletion=complete_principal)],
     text: Annotated[Optional[str], typer.Argument(help="The text, taken literally ('-' reads standard input).", show_default=False)] = None,
-    as_: Annotated[str, typer.Option("--as", help="The member posting it.", show_default=False)] = "",
     file: Annotated[Optional[str], typer.Option("--file", metavar="PATH", help="Read the text from this file.")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Post a message as a member. Each member agent it mentions (@name), or every member
     agent under policy all, gets a turn that `fw dispatch` runs."""
-    from ..errors import FwError  # lazy: start-up speed
     from ..runtime.sessions import message_post  # lazy: start-up speed
 
-    if not as_:
-        raise FwError("usage", "say who posts it: --as PRINCIPAL", "e.g. fw message post s1 --as alice 'hello @ops'")
     doc = message_post(home_of(ctx), session, as_, _text(text, file))
 
     if json_wanted(as_json):

@@ -282,9 +282,21 @@ def emit_started(doc: dict[str, Any], run: dict[str, Any], as_json: bool, human:
     emit(doc, as_json, human, reveal=token)
 
 
+_json_lines = {"on": False}  # a server's --json output: one document a line, its last error too
+
+
+def set_json_lines(on: bool = True) -> None:
+    """This command writes JSON lines (a server's records as they happen), not one document:
+    an error that ends it is one more line."""
+    _json_lines["on"] = on
+
+
 def emit_error(error: FwError, as_json: bool) -> None:
     error = FwError(error.code, error.message, on_this_home(error.hint), **error.extra)
     if as_json:
+        if _json_lines["on"]:
+            write_out(json.dumps(error.to_dict(), ensure_ascii=False))
+            return
         print_json(error.to_dict())
         return
     lines = [f"Error: {error.message}"]
@@ -295,14 +307,16 @@ def emit_error(error: FwError, as_json: bool) -> None:
         lines.append("  " + "\n  ".join(str(d) for d in detail))
     changes = error.extra.get("changes")
     if isinstance(changes, dict):
-        lines += plan_changes(changes)
+        lines += plan_changes(changes, never_planned=error.extra.get("reason") == "not_a_plan")
     write_out("\n".join(lines), err=True)
 
 
-def plan_changes(changes: dict[str, Any]) -> list[str]:
-    """A stale confirmation's differences, as the JSON error's `changes` has them."""
-    lines = ["What changed since the confirmed plan:"]
-    for key, label in (("added", "added"), ("gone", "gone"), ("duplicated", "given twice")):
+def plan_changes(changes: dict[str, Any], never_planned: bool = False) -> list[str]:
+    """A stale confirmation's differences, as the JSON error's `changes` has them; for one
+    that never was a plan, how it differs from the plan (nothing in the home changed)."""
+    lines = ["How the confirmation differs from the plan:" if never_planned else "What changed since the confirmed plan:"]
+    labels = (("added", "missing from it"), ("gone", "not in the plan")) if never_planned else (("added", "added"), ("gone", "gone"))
+    for key, label in (*labels, ("duplicated", "given twice")):
         if changes.get(key):
             lines.append(f"  {label}: {', '.join(changes[key])}")
     if changes.get("reordered"):
@@ -310,49 +324,63 @@ def plan_changes(changes: dict[str, Any]) -> list[str]:
     return lines
 
 
-BIG_TABLE = 200  # rows; past this a plain text table, since rich lays out every cell
+# Columns that hold an id or a name: never cut, never wrapped, never dropped.
+KEY_COLUMNS = frozenset((
+    "name", "run_id", "id", "run", "principal", "agent", "identity", "session", "tool", "bot", "key",
+    "model", "check", "field", "caller", "category", "kind", "api",
+))
+NARROWEST = 12  # a less important column is cut (with "…") down to this, before any is dropped
 
 
-def table(console: Any, title: str | None, columns: list[str], rows: list[list[Any]], empty: str) -> None:
-    from rich.table import Table
-
+def table(console: Any, title: str | None, columns: list[str], rows: list[list[Any]], empty: str, *, titled: bool = False) -> None:
+    """Rows in aligned plain columns, as kubectl prints them. Piped, every cell is whole,
+    whatever the width, and an empty cell is "-", so that `awk` counts fields right; the
+    title is shown only on a terminal (or when `titled`, for output of several tables).
+    On a terminal the table fits its width: less important columns are cut, then dropped,
+    from the right; an id or a name is never cut."""
     if not rows:
         console.print(empty)
         return
-    if len(rows) > BIG_TABLE:
-        _plain_table(console, title, columns, rows)
-        return
-    t = Table(title=title, title_justify="left", header_style="bold")
-    for column in columns:
-        t.add_column(column, overflow="fold")
-    for row in rows:
-        t.add_row(*("" if v is None else _cell(v) for v in row))
-    console.print(t)
-
-
-def _plain_table(console: Any, title: str | None, columns: list[str], rows: list[list[Any]]) -> None:
-    """Aligned columns, each cut at 48 characters: fast for thousands of rows."""
-    cells = [columns] + [["" if v is None else _cell(v) for v in row] for row in rows]
-    cells = [[c if len(c) <= 48 else c[:47] + "…" for c in row] for row in cells]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(columns))]
-    lines = [f"{title} ({len(rows)})"] if title else []
-    lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in cells]
+    tty = bool(getattr(console, "is_terminal", False))
+    cells = [list(columns)] + [[redact(_text(v)).replace("\n", " ") if v is not None else "" for v in row] for row in rows]
+    cells = [[c or "-" for c in row] for row in cells]
+    shown = list(range(len(columns)))
+    widths = [max(len(row[i]) for row in cells) for i in shown]
+    hidden: list[str] = []
+    if tty:
+        shown, widths, hidden = _fit(columns, shown, widths, max(20, console.width))
+    lines = [f"{title} ({len(rows)})"] if title and (tty or titled) else []
+    for row in cells:
+        parts = [_cut(row[i], w) for i, w in zip(shown, widths)]
+        lines.append("  ".join(p.ljust(w) for p, w in zip(parts, widths)).rstrip())
+    if hidden:
+        lines.append(wrapped(f"(not shown, for the width: {', '.join(hidden)}; see --json)", console, ""))
     console.file.write("\n".join(lines) + "\n")
 
 
-def fitted_table(console: Any, columns: list[str], rows: list[list[str]], width: int = 80, shrinkable: tuple[int, ...] = ()) -> None:
-    """Plain aligned columns within `width` characters: the widest shrinkable column is
-    cut (with "…") until the table fits."""
-    cells = [columns] + [[redact(c) for c in row] for row in rows]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(columns))]
-    while sum(widths) + 2 * (len(widths) - 1) > width and shrinkable:
-        widest = max(shrinkable, key=lambda i: widths[i])
-        if widths[widest] <= 8:
+def _fit(columns: list[str], shown: list[int], widths: list[int], width: int) -> tuple[list[int], list[int], list[str]]:
+    """Cut the widest less important column down to NARROWEST, then drop the rightmost
+    one, until the table fits `width` (key columns stay whole, even if it then does not)."""
+    def total() -> int:
+        return sum(widths) + 2 * (len(widths) - 1)
+
+    minor = [p for p, i in enumerate(shown) if columns[i] not in KEY_COLUMNS]
+    while total() > width:
+        cuttable = [p for p in minor if widths[p] > NARROWEST]
+        if not cuttable:
             break
-        widths[widest] -= 1
-    cut = [[c if len(c) <= w else c[: w - 1] + "…" for c, w in zip(row, widths)] for row in cells]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in cut]
-    console.file.write("\n".join(lines) + "\n")
+        widest = max(cuttable, key=lambda p: widths[p])
+        widths[widest] = max(NARROWEST, widths[widest] - (total() - width))
+    hidden: list[str] = []
+    while total() > width and any(columns[i] not in KEY_COLUMNS for i in shown):
+        last = max(p for p, i in enumerate(shown) if columns[i] not in KEY_COLUMNS)
+        hidden.insert(0, columns[shown[last]])
+        del shown[last], widths[last]
+    return shown, widths, hidden
+
+
+def _cut(cell: str, width: int) -> str:
+    return cell if len(cell) <= width else cell[: width - 1] + "…"
 
 
 def _text(value: Any) -> str:
@@ -368,6 +396,42 @@ def _text(value: Any) -> str:
 def _cell(value: Any) -> str:
     # redacted here, before a cell is cut or folded over lines: a cut key is still a key
     return redact(_text(value))
+LONG_LIST = 12  # names; past this a list is counted, and shown with -v
+
+
+def wrapped(text: str, console: Any, indent: str) -> str:
+    """`text` wrapped to the console's width at spaces only: a name is never cut."""
+    import textwrap
+
+    width = max(40, getattr(console, "width", 80) or 80)
+    return textwrap.fill(text, width, initial_indent=indent, subsequent_indent=indent + "  ",
+                         break_long_words=False, break_on_hyphens=False)
+
+
+def names_line(label: str, names: list[str], console: Any, verbose: bool, indent: str = "  ") -> str:
+    """`tools (3): a, b, c`, wrapped; a long list is counted unless `verbose`."""
+    if len(names) > LONG_LIST and not verbose:
+        return f"{indent}{label}: {len(names)} (list them with -v, or --json)"
+    return wrapped(f"{label} ({len(names)}): {', '.join(names)}", console, indent)
+
+
+def render_run_tools(console: Any, doc: dict[str, Any], verbose: bool = False) -> None:
+    """A run's tools, then what was left out of them and why (`unavailable_tools`)."""
+    tools, left_out = doc.get("tools") or [], doc.get("unavailable_tools") or []
+    if tools:
+        console.print(names_line("tools", tools, console, verbose))
+    elif not left_out:
+        console.print("  tools: none (no group mounted, or the model cannot call tools)")
+    else:
+        console.print("  tools: none")
+    groups: dict[tuple[str, str], list[str]] = {}
+    for entry in left_out:
+        groups.setdefault((entry.get("reason", ""), str(entry.get("detail") or "")), []).append(entry.get("name", ""))
+    if groups:
+        console.print(f"  left out ({len(left_out)}):")
+    for (reason, detail), names in groups.items():
+        console.print(wrapped(f"{reason}: {detail}" if detail else reason, console, "    "))
+        console.print(names_line("names", names, console, verbose, indent="      "))
 
 
 MAX_DEPTH = 64  # nesting levels of a JSON argument; no definition or tool call needs more

@@ -7,7 +7,8 @@ from typing import Annotated
 import typer
 
 from ..domain.identities import principal_create, principal_delete, principal_list
-from .common import complete_principal, home_of
+from ..home.store import Home
+from .common import complete_choice, complete_principal, home_of
 from .output import JsonOpt, emit, table
 
 app = typer.Typer(help="List, create and delete the identities (principals) that agents run as.")
@@ -24,12 +25,26 @@ def list_(ctx: typer.Context, as_json: JsonOpt = False) -> None:
 def create(
     ctx: typer.Context,
     name: Annotated[str, typer.Argument(help="The identity's name.", show_default=False)],
-    kind: Annotated[str, typer.Option("--kind", help="user, agent or manager.", show_default=False)],
+    kind: Annotated[str, typer.Option("--kind", help="user, agent or manager.", show_default=False, autocompletion=complete_choice("user", "agent", "manager"))],
     as_json: JsonOpt = False,
 ) -> None:
     """Create an identity. An agent runs as a principal of kind agent once it is bound."""
-    doc = principal_create(home_of(ctx), name, kind)
-    emit(doc, as_json, lambda c: c.print(f"Created principal {name} (kind {kind}). Next: fw binding set {name} --agent AGENT"))
+    home = home_of(ctx)
+    doc = principal_create(home, name, kind)
+    emit(doc, as_json, lambda c: c.print(f"Created principal {name} (kind {kind}).{_next_step(home, name, kind)}"))
+
+
+def _next_step(home: Home, name: str, kind: str) -> str:
+    """Only an agent identity can be bound; a user or manager has no next step to name."""
+    if kind != "agent":
+        return ""
+    from ..domain.identities import binding_command  # lazy: start-up speed
+    from ..home.kinds import KINDS  # lazy: start-up speed
+    from ..home.records import resource_names  # lazy: start-up speed
+
+    if not resource_names(home, KINDS["agent"]):
+        return " Next: create an agent for it to run, with `fw agent create --help`."
+    return f" Next: bind it to an agent: {binding_command(home, name)}."
 
 
 @app.command("delete")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shlex
+import sys
 from typing import Annotated, Any, Optional
 
 import typer
@@ -16,7 +18,7 @@ from .output import JsonOpt, emit, read_data_arg, read_stdin_text, table
 app = typer.Typer(help="List, read, write and delete providers, models, prompts, skills, MCP servers, harnesses and agents.")
 
 RefArg = Annotated[
-    str, typer.Argument(help="The resource's name (unique within its kind).", show_default=False, autocompletion=complete_reference)
+    str, typer.Argument(metavar="REF", help="The resource's name (unique within its kind).", show_default=False, autocompletion=complete_reference)
 ]
 CategoryOpt = Annotated[
     Optional[str],
@@ -46,12 +48,12 @@ def list_(ctx: typer.Context, kind: OptionalKindArg = None, category: ListCatego
 def render_every_list(console: Any, doc: dict[str, Any]) -> None:
     for listing in doc["kinds"]:
         if listing["items"]:
-            render_list(console, listing)
+            render_list(console, listing, titled=True)
         else:
             console.print(f"{KINDS[listing['kind']].folder}: none")
 
 
-def render_list(console: Any, doc: dict[str, Any]) -> None:
+def render_list(console: Any, doc: dict[str, Any], titled: bool = False) -> None:
     spec = KINDS[doc["kind"]]
     columns = ["name", "category", *spec.summary]
     rows = []
@@ -60,7 +62,7 @@ def render_list(console: Any, doc: dict[str, Any]) -> None:
             rows.append([item["name"], item["category"], f"CORRUPT: {item['error']['message']}", *[""] * (len(columns) - 3)])
         else:
             rows.append([item.get(c) for c in columns])
-    table(console, spec.folder, columns, rows, f"No {spec.folder} yet. Create one with `fw resource write {doc['kind']} NAME --create --data ...`.")
+    table(console, spec.folder, columns, rows, f"No {spec.folder} yet. Create one with `fw resource write {doc['kind']} NAME --create --data ...`.", titled=titled)
     bad = sum(1 for item in doc["items"] if "error" in item)
     if bad:
         console.print(f"{plural(bad, 'corrupt file')}: run `fw home check` for details.")
@@ -102,12 +104,12 @@ def write(
 ) -> None:
     """Create or update a resource. Without --create the data is a merge patch: only the
     fields given change, `null` removes one. --category places a new resource or moves one."""
-    payload = _payload(kind, reference, data, api_key_stdin, category)
+    payload = _payload(kind, reference, data, api_key_stdin, category, _command_words(kind, reference, create, category, data))
     try:
         doc = resource_write(home_of(ctx), kind, reference, payload, create=create, category=category)
     except FwError as exc:
         raise with_retry_hint(exc, [kind, reference], create, data, category, api_key_stdin) from None
-    verb = "Created" if create else "Saved"
+    verb = "Created" if create else "Saved" if doc.get("changed", True) else "Unchanged:"
     emit(doc, as_json, lambda c: render_written(c, doc, verb))
 
 
@@ -116,7 +118,8 @@ def with_retry_hint(exc: FwError, target: list[str], create: bool, data: Optiona
     the hint gives the same command the other way round, ready to run."""
     import shlex
 
-    flips = (exc.code == "exists" and create) or (exc.code == "not_found" and not create and exc.message.startswith("no "))
+    missing = f"no {target[0]} named "  # the resource itself is missing, not its category or a reference
+    flips = (exc.code == "exists" and create) or (exc.code == "not_found" and not create and exc.message.startswith(missing))
     if not flips or api_key_stdin:
         return exc
     words = ["fw", "resource", "write", *target, *([] if create else ["--create"])]
@@ -126,7 +129,29 @@ def with_retry_hint(exc: FwError, target: list[str], create: bool, data: Optiona
     return FwError(exc.code, exc.message, f"{verb}: `{shlex.join(words)}`", **exc.extra)
 
 
-def _payload(kind: str, reference: str, data: Optional[str], api_key_stdin: bool, category: Optional[str]) -> Any:
+def _command_words(kind: str, reference: str, create: bool, category: Optional[str], data: Optional[str]) -> list[str]:
+    """This `fw resource write` command line, as it was given, to repeat in a hint."""
+    words = ["fw", "resource", "write", kind, reference, *(["--create"] if create else [])]
+    words += ["--category", category] if category is not None else []
+    return words + (["--data", data] if data is not None else [])
+
+
+def _read_key(command: list[str]) -> str:
+    """The key from standard input: typed at a prompt that does not echo it when standard
+    input is a terminal (as `llm keys set` does), piped otherwise."""
+    if sys.stdin.isatty():
+        import getpass  # lazy: start-up speed
+
+        key = getpass.getpass("API key (not shown): ").strip()
+    else:
+        key = read_stdin_text("the key").strip()
+    if not key:
+        piped = shlex.join([*command, "--api-key-stdin"])
+        raise FwError("invalid", "no key on standard input", f"pipe the key in: `printf %s \"$KEY\" | {piped}`")
+    return key
+
+
+def _payload(kind: str, reference: str, data: Optional[str], api_key_stdin: bool, category: Optional[str], command: list[str]) -> Any:
     if data is None and not api_key_stdin and category is None:
         raise FwError("usage", "nothing to write: give --data", "e.g. --data '{\"description\": \"...\"}', --data @file.json or --data -")
     payload = read_data_arg(data, "--data") if data is not None else {}
@@ -137,9 +162,7 @@ def _payload(kind: str, reference: str, data: Optional[str], api_key_stdin: bool
             raise FwError("usage", "--data - and --api-key-stdin both read standard input", "pass --data inline or as @FILE")
         if isinstance(payload, dict) and "api_key" in payload:
             raise FwError("usage", "the key is given twice: in --data and with --api-key-stdin", "drop api_key from --data")
-        key = read_stdin_text("the key").strip()
-        if not key:
-            raise FwError("invalid", "no key on standard input", f"pipe the key in: `printf %s \"$KEY\" | fw resource write provider {reference} --api-key-stdin`")
+        key = _read_key(command)
         if isinstance(payload, dict):
             payload["api_key"] = key
     return payload

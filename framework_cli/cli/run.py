@@ -9,20 +9,20 @@ import typer
 from ..domain.runs import run_end, run_list, run_prune, run_show
 from ..errors import FwError
 from ..suggest import plural
-from .common import complete_agent, complete_principal, home_of
-from .output import JsonOpt, describe_runner, emit, emit_started, json_wanted, table, write_out
+from .common import complete_agent, complete_bot, complete_principal, complete_run, home_of
+from .output import JsonOpt, describe_runner, emit, emit_started, json_wanted, render_run_tools, table, write_out
 
 app = typer.Typer(help="Start, show, list and end runs of agents.")
 
-RunArg = Annotated[str, typer.Argument(help="The run's id.", show_default=False)]
+RunArg = Annotated[str, typer.Argument(help="The run's id, or a unique end or start of it.", show_default=False, autocompletion=complete_run)]
+VerboseOpt = Annotated[bool, typer.Option("--verbose", "-v", help="List every tool, however many.")]
 
 
-def _render(console: Any, doc: dict[str, Any]) -> None:
+def _render(console: Any, doc: dict[str, Any], verbose: bool = False) -> None:
     console.print(f"Run {doc['run_id']} ({doc['mode']}, as {doc['identity']}) of agent {doc['agent']}: {doc['status']}")
     console.print(f"  fingerprint {doc['fingerprint']}")
     console.print(f"  lease until {doc['lease_expires_at']}")
-    tools = ", ".join(doc["tools"]) or "none (no group mounted, or the model cannot call tools)"
-    console.print(f"  tools: {tools}")
+    render_run_tools(console, doc, verbose)
     console.print(f"  runner: {describe_runner(doc.get('runner'))}")
     if "gateway_token" in doc:
         console.print(f"  gateway token (shown only now): {doc['gateway_token']}")
@@ -41,9 +41,10 @@ def start(
     principal: Annotated[Optional[str], typer.Option("--principal", help="A managed run as this principal (its binding must be enabled).", autocompletion=complete_principal)] = None,
     agent: Annotated[Optional[str], typer.Option("--agent", help="An explicit run of this agent, as runtime:AGENT.", autocompletion=complete_agent)] = None,
     lease: Annotated[Optional[int], typer.Option("--lease", metavar="SECONDS", help="How long the run may act (default 3600).")] = None,
-    bot: Annotated[Optional[str], typer.Option("--bot", help="With --event: a run for an event that came to this bot (as `fw event handle --no-run`).")] = None,
+    bot: Annotated[Optional[str], typer.Option("--bot", autocompletion=complete_bot, help="With --event: a run for an event that came to this bot (as `fw event handle --no-run`).")] = None,
     event: Annotated[Optional[str], typer.Option("--event", metavar="JSON|@FILE|-", help="With --bot: the event, frozen in the run.")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only the run's id, for scripts: RUN=$(fw run start ... -q).")] = False,
+    verbose: VerboseOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Start a run: the agent's definition and tools are frozen for the run's whole life."""
@@ -56,7 +57,7 @@ def start(
     if quiet and not json_wanted(as_json):
         write_out(doc["run_id"])
         return
-    emit_started(doc, doc, as_json, lambda c: _render(c, doc))
+    emit_started(doc, doc, as_json, lambda c: _render(c, doc, verbose))
 
 
 def _start_for_event(ctx: typer.Context, principal: Optional[str], agent: Optional[str], lease: Optional[int],
@@ -73,10 +74,10 @@ def _start_for_event(ctx: typer.Context, principal: Optional[str], agent: Option
 
 
 @app.command("show")
-def show(ctx: typer.Context, run_id: RunArg, as_json: JsonOpt = False) -> None:
+def show(ctx: typer.Context, run_id: RunArg, verbose: VerboseOpt = False, as_json: JsonOpt = False) -> None:
     """Show a run's snapshot and status."""
     doc = run_show(home_of(ctx), run_id)
-    emit(doc, as_json, lambda c: _render(c, doc))
+    emit(doc, as_json, lambda c: _render(c, doc, verbose))
 
 
 @app.command("list")

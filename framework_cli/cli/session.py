@@ -6,12 +6,13 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from .common import home_of
+from ..suggest import plural
+from .common import complete_principal, complete_session, home_of
 from .output import JsonOpt, emit, table
 
 app = typer.Typer(help="Create, list, show and end sessions: the conversations managed agents are mentioned in and answer.")
 
-NameArg = Annotated[str, typer.Argument(help="The session's name.", show_default=False)]
+NameArg = Annotated[str, typer.Argument(help="The session's name.", show_default=False, autocompletion=complete_session)]
 
 
 def _sessions():
@@ -21,7 +22,7 @@ def _sessions():
 
 
 def render_session(console: Any, s: dict[str, Any]) -> None:
-    console.print(f"Session {s['name']}{' (' + s['title'] + ')' if s['title'] else ''}: {s['status']}, {s['messages']} message{'s' if s['messages'] != 1 else ''}")
+    console.print(f"Session {s['name']}{' (' + s['title'] + ')' if s['title'] else ''}: {s['status']}, {plural(s['messages'], 'message')}")
     console.print(f"  members: {', '.join(s['members']) or 'none'}")
 
 
@@ -29,7 +30,7 @@ def render_session(console: Any, s: dict[str, Any]) -> None:
 def create(
     ctx: typer.Context,
     name: NameArg,
-    member: Annotated[list[str], typer.Option("--member", help="A principal taking part (repeat).", show_default=False)],
+    member: Annotated[list[str], typer.Option("--member", help="A principal taking part (repeat).", show_default=False, autocompletion=complete_principal)],
     title: Annotated[Optional[str], typer.Option("--title", help="What the session is about.")] = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -56,7 +57,7 @@ def show(ctx: typer.Context, name: NameArg, as_json: JsonOpt = False) -> None:
         render_session(console, doc["session"])
         turns = doc["session"]["turns"]
         cols = ["id", "principal", "status", "message_id", "hop", "error"]
-        table(console, "turns", cols, [[t[k] for k in cols] for t in turns], "  no turns")
+        table(console, "turns", cols, [[t[k] for k in cols] for t in turns], "  no turns", titled=True)
 
     emit(doc, as_json, human)
 
@@ -66,14 +67,14 @@ def end(ctx: typer.Context, name: NameArg, as_json: JsonOpt = False) -> None:
     """End a session: no message may be posted to it, no run tied to it may act, and its
     waiting turns are cancelled."""
     doc = _sessions().session_end(home_of(ctx), name)
-    emit(doc, as_json, lambda c: c.print(f"Session {name} has ended; {doc['cancelled_turns']} waiting turn(s) cancelled."))
+    emit(doc, as_json, lambda c: c.print(f"Session {name} has ended; {plural(doc['cancelled_turns'], 'waiting turn')} cancelled."))
 
 
 @app.command("add-member")
 def add_member(
     ctx: typer.Context,
     name: NameArg,
-    principal: Annotated[str, typer.Argument(help="The principal to add.", show_default=False)],
+    principal: Annotated[str, typer.Argument(help="The principal to add.", show_default=False, autocompletion=complete_principal)],
     as_json: JsonOpt = False,
 ) -> None:
     """Add a member to an open session."""

@@ -7,13 +7,13 @@ from typing import Annotated, Optional
 import typer
 
 from ..tools.service import call_tool, caller_for, list_tools
-from .common import home_of
+from .common import complete_run, complete_tool, home_of
 from .output import JsonOpt, emit, print_json, read_data_arg, table
 
 app = typer.Typer(help="List and call built-in tools as the Manager (--manager) or as a run (--run RUN).")
 
 ManagerOpt = Annotated[bool, typer.Option("--manager", help="Call as the Manager: every tool, bare names.")]
-RunOpt = Annotated[Optional[str], typer.Option("--run", metavar="RUN", help="Call as this run: its granted framework_ tools only.")]
+RunOpt = Annotated[Optional[str], typer.Option("--run", metavar="RUN", help="Call as this run (its id, or a unique end of it): its granted framework_ tools only.", autocompletion=complete_run)]
 
 
 @app.command("list")
@@ -27,7 +27,7 @@ def list_(ctx: typer.Context, manager: ManagerOpt = False, run: RunOpt = None, a
 @app.command("call")
 def call(
     ctx: typer.Context,
-    tool: Annotated[str, typer.Argument(help="The tool's name (framework_NAME inside a run).", show_default=False)],
+    tool: Annotated[str, typer.Argument(help="The tool's name (framework_NAME inside a run).", show_default=False, autocompletion=complete_tool)],
     manager: ManagerOpt = False,
     run: RunOpt = None,
     args: Annotated[str, typer.Option("--args", metavar="JSON|@FILE|-", help="The parameters, a JSON object.")] = "{}",
@@ -50,9 +50,9 @@ def catalogue(ctx: typer.Context, as_json: JsonOpt = False) -> None:
 
     def human(console) -> None:
         event_rows = [[t["name"], t["api"], t["risk"], ", ".join(t["event_patterns"]), t["target"]] for t in doc["event_tools"]]
-        table(console, "event tools", ["name", "api", "risk", "events", "frozen target"], event_rows, "")
+        table(console, "event tools", ["name", "api", "risk", "events", "frozen target"], event_rows, "", titled=True)
         platform_rows = [[t["name"], t["api"], t["risk"], _parameters(t["input_schema"])] for t in doc["platform_tools"]]
-        table(console, "platform tools", ["name", "api", "risk", "parameters"], platform_rows, "")
+        table(console, "platform tools", ["name", "api", "risk", "parameters"], platform_rows, "", titled=True)
 
     emit(doc, as_json, human)
 

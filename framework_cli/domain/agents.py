@@ -9,6 +9,7 @@ from typing import Any
 from ..errors import FwError
 from ..home.kinds import BUILTIN_GROUPS
 from ..home.store import Home
+from ..suggest import did_you_mean, hint_with
 from .identities import activation
 from .resources import resource_read, resource_write
 from .runs import runner_of
@@ -18,11 +19,13 @@ def _check_groups(groups: Sequence[str], flag: str) -> None:
     seen: set[str] = set()
     for group in groups:
         if group not in BUILTIN_GROUPS:
+            suggestion = did_you_mean(group, BUILTIN_GROUPS)
             raise FwError(
                 "invalid",
                 f"unknown built-in tool group {group!r} ({flag})",
-                f"use one of: {', '.join(BUILTIN_GROUPS)}",
+                hint_with(suggestion, f"use one of: {', '.join(BUILTIN_GROUPS)}"),
                 field="builtin_tools",
+                **suggestion,
             )
         if group in seen:
             raise FwError("invalid", f"built-in tool group {group!r} is given twice ({flag})", "name each group once", field="builtin_tools")

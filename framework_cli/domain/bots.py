@@ -13,6 +13,7 @@ from ..home import secrets
 from ..home.kinds import check_name
 from ..home.records import load_record
 from ..home.store import Home
+from ..suggest import did_you_mean, hint_with
 from .identities import get_principal
 
 BOTS = "bots"
@@ -27,7 +28,9 @@ def load_bot(home: Home, name: str) -> dict[str, Any]:
     """A bot's definition; `not_found`, or `corrupt` with the path and field."""
     check_name(name, "bot name")
     if not home.exists(bot_rel(name)):
-        raise FwError("not_found", f"no bot named {name!r}", "see them with `fw bot list`, add one with `fw bot add`")
+        suggestion = did_you_mean(name, bot_names(home))
+        raise FwError("not_found", f"no bot named {name!r}",
+                      hint_with(suggestion, "see them with `fw bot list`, or `fw bot add --help` to add one"), **suggestion)
     return load_record(home, "bot", name, bot_rel(name))
 
 

@@ -9,11 +9,13 @@ risk and rule. This module is plain data, cheap to import.
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Any
 
 from ..errors import FwError
+from ..suggest import did_you_mean, hint_with
 from .tool_types import object_schema
 
 EVENT_PREFIX = "event_"
@@ -162,20 +164,22 @@ def catalogue() -> dict[str, Any]:
     }
 
 
-def check_agent_fields(definition: dict[str, Any]) -> None:
+def check_agent_fields(definition: dict[str, Any], agent: str = "AGENT") -> None:
     """A write through fw names only event types that exist and platform tools of the
     catalogue (a file written by hand still loads; the projection reports what it names)."""
 
     for pattern in definition.get("events") or []:
         if not any(fnmatchcase(event_type, pattern) for event_type in EVENT_TYPES):
+            suggestion = did_you_mean(pattern, EVENT_TYPES)
             raise FwError("invalid", f"events: {pattern!r} selects no event type",
-                          f"use event types or patterns of: {', '.join(EVENT_TYPES)}", field="events")
+                          hint_with(suggestion, f"use event types or patterns of: {', '.join(EVENT_TYPES)}"), field="events", **suggestion)
     for name in definition.get("allowed_platform_tools") or []:
         tool = CATALOGUE.get(name)
         if tool is not None and tool.is_event_tool:
             raise FwError("invalid", f"allowed_platform_tools: {name!r} is an event tool, offered by the events the agent selects",
-                          "list only platform_ tools here; choose events with `fw agent edit AGENT --event TYPE`",
+                          f"list only platform_ tools here; it is offered on the events it fits: `fw agent edit {agent} --add-event {shlex.quote(tool.patterns[0])}`",
                           field="allowed_platform_tools")
         if tool is None:
+            suggestion = did_you_mean(name, [t.name for t in PLATFORM_TOOLS])
             raise FwError("invalid", f"allowed_platform_tools: {name!r} is not a platform tool of the catalogue",
-                          "see the platform tools with `fw tool catalogue`", field="allowed_platform_tools")
+                          hint_with(suggestion, "see the platform tools with `fw tool catalogue`"), field="allowed_platform_tools", **suggestion)

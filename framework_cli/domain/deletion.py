@@ -16,6 +16,7 @@ from ..home import secrets
 from ..home.kinds import DEFAULT_PROMPT, KINDS, check_name, kind_spec
 from ..home.records import find_one
 from ..home.store import Home
+from ..suggest import closest
 from .identities import AgentBindings
 from .resources import scan
 
@@ -159,6 +160,40 @@ def _differences(confirmed: list[str], plan: list[str]) -> dict[str, Any]:
     }
 
 
+def never_a_plan(confirmed: list[str], target: str, plan: list[str]) -> str | None:
+    """Why `confirmed` cannot have been any plan of `target` (a typo, not a change of the
+    home since): every plan names each item once, as kind/name, and ends with its target."""
+    if not confirmed:
+        return "it is empty"
+    malformed = [i for i in confirmed if i.split("/", 1)[0] not in KINDS or "/" not in i]
+    if malformed:
+        return f"{malformed[0]!r} is not an item (items are kind/name, e.g. {target})"
+    if len(set(confirmed)) != len(confirmed):
+        return "it names an item twice"
+    if confirmed[-1] != target:
+        return f"a plan ends with its target, {target}"
+    for item in confirmed:
+        close = closest(item, plan) if item not in plan else None
+        if close and close not in confirmed:
+            return f"{item} is in no plan; did you mean {close}?"
+    return None
+
+
+def _mismatch(confirmed: list[str], plan: DeletionPlan) -> FwError:
+    """A confirmation that is not the plan: one that never was a plan (mistyped) is told
+    apart from one the home has moved on from (`reason`)."""
+    why = never_a_plan(confirmed, plan.target, plan.items)
+    command = confirm_command(plan.target, plan.recursive, plan.items)
+    if why:
+        message = f"the confirmation is not a plan of {plan.target} ({why}); nothing was deleted"
+        hint = f"confirm the plan as it was printed: `{command}`"
+    else:
+        message = "the confirmation does not match the plan as it stands now; nothing was deleted"
+        hint = f"check the new plan, then confirm it: `{command}`"
+    return FwError("stale_confirmation", message, hint, reason="not_a_plan" if why else "plan_changed",
+                   plan=plan.items, blocked=plan.blocked, changes=_differences(confirmed, plan.items))
+
+
 def confirm_command(target: str, recursive: bool, items: list[str]) -> str:
     kind, name = target.split("/", 1)
     flag = " --recursive" if recursive else ""
@@ -180,14 +215,7 @@ def resource_delete(
     with home.locked():
         plan = compute_plan(home, kind, reference, recursive)
         if confirmed != plan.items:
-            raise FwError(
-                "stale_confirmation",
-                "the confirmation does not match the plan as it stands now; nothing was deleted",
-                f"check the new plan, then confirm it: `{confirm_command(plan.target, plan.recursive, plan.items)}`",
-                plan=plan.items,
-                blocked=plan.blocked,
-                changes=_differences(confirmed, plan.items),
-            )
+            raise _mismatch(confirmed, plan)
         if plan.blocked:
             reasons = "; ".join(f"{b['item']}: {b['reason']}" for b in plan.blocked)
             raise FwError(

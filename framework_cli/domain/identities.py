@@ -196,11 +196,11 @@ def activation(home: Home, agent: str, definition: dict[str, Any] | None = None)
         ]
     doc = {"configured": True, "enabled": enabled, "bindings": bindings, "next_steps": steps}
     if definition is not None:
-        doc["tool_groups"] = tool_groups(home, definition)
+        doc["tool_groups"] = tool_groups(home, definition, agent)
     return doc
 
 
-def tool_groups(home: Home, definition: dict[str, Any]) -> list[dict[str, Any]]:
+def tool_groups(home: Home, definition: dict[str, Any], agent: str = "AGENT") -> list[dict[str, Any]]:
     """What each mounted group grants a run of this definition, or why it grants nothing."""
     def load(kind: str) -> dict[str, Any] | None:
         try:
@@ -210,7 +210,7 @@ def tool_groups(home: Home, definition: dict[str, Any]) -> list[dict[str, Any]]:
 
     model, harness = load("model"), load("harness")
     tool_call = bool(((model or {}).get("capabilities") or {}).get("tool_call"))
-    return mount_notes(definition, Snapshot(definition, tool_call, harness, {}))
+    return mount_notes(definition, Snapshot(definition, tool_call, harness, {}), agent)
 
 
 def binding_command(home: Home, principal: str) -> str:

@@ -219,7 +219,7 @@ def _skills(snapshot: Snapshot) -> list[dict[str, Any]]:
     return out
 
 
-def mount_notes(definition: dict[str, Any], snapshot: Snapshot) -> list[dict[str, Any]]:
+def mount_notes(definition: dict[str, Any], snapshot: Snapshot, agent: str = "AGENT") -> list[dict[str, Any]]:
     """For each mounted group: whether a run would get its tools, and if not, why, in plain
     words (for `fw agent show` and a written agent's `activation`)."""
 
@@ -233,6 +233,6 @@ def mount_notes(definition: dict[str, Any], snapshot: Snapshot) -> list[dict[str
         elif group in GROUPS_WITHOUT_TOOLS:
             why = "this version of fw has no tools in this group yet"
         elif group == "local_execution" and not execution:
-            why = "execution.enabled is false (turn it on with `fw agent edit AGENT --execution`)"
+            why = "execution.enabled is false (turn it on with `fw agent edit {agent} --execution`)"
         notes.append({"group": group, "grants": why is None, **({"why": why} if why else {})})
     return notes

@@ -290,7 +290,7 @@ def resource_write(
         if kind == "agent":  # event types and platform tools are checked against the catalogue on write only
             from .catalogue import check_agent_fields  # lazy: start-up speed (listing never needs it)
 
-            check_agent_fields(plain)
+            check_agent_fields(plain, reference)
         if target_category != old_category:
             _require_category(home, spec, target_category)
 

@@ -23,6 +23,7 @@ from ..errors import FwError
 from ..home.kinds import DEFAULT_PROMPT, check_name
 from ..home.secrets import GATEWAY_TOKEN_PREFIX
 from ..home.store import Home
+from ..suggest import did_you_mean, hint_with
 from .identities import binding_command, get_binding, get_principal, no_principal
 from .resources import resource_read
 
@@ -386,8 +387,40 @@ def require_active(record: dict[str, Any]) -> dict[str, Any]:
     return record
 
 
+RUN_ID_PART_RE = re.compile(r"run-[0-9a-fT-]*|[0-9a-fT-]{4,}")  # a part of a run id, as `fw audit list` shows one
+
+
+def run_ids(home: Home) -> list[str]:
+    import os
+
+    try:
+        names = os.listdir(home.path(RUNS))
+    except FileNotFoundError:
+        return []
+    return sorted(n[:-5] for n in names if n.endswith(".json") and RUN_ID_RE.fullmatch(n[:-5]))
+
+
+def resolve_run_id(home: Home, given: Any) -> str:
+    """A whole run id, from itself or from a unique part of it: its end (as `fw audit list`
+    shows it) or its start, as git takes a short hash. An ambiguous part is refused with
+    the runs it matches."""
+    if isinstance(given, str) and RUN_ID_RE.fullmatch(given):
+        return given
+    if not isinstance(given, str) or not RUN_ID_PART_RE.fullmatch(given):
+        raise FwError("invalid", f"{given!r} is not a run id", "run ids look like run-20261130T120000-1a2b3c4d, or their last characters; see them with `fw run list`")
+    ids = run_ids(home)
+    matches = [r for r in ids if r.endswith(given) or r.startswith(given)]
+    if not matches:
+        suggestion = did_you_mean(given, {r[-len(given):] for r in ids})
+        raise FwError("not_found", f"no run {given!r}", hint_with(suggestion, "see `fw run list`"), **suggestion)
+    if len(matches) > 1:
+        shown = ", ".join(matches[:10]) + (", ..." if len(matches) > 10 else "")
+        raise FwError("conflict", f"{given!r} is part of {len(matches)} run ids", f"give more of it; it matches {shown}", candidates=matches)
+    return matches[0]
+
+
 def run_show(home: Home, run_id: str) -> dict[str, Any]:
-    return present(load_run(home, run_id))
+    return present(load_run(home, resolve_run_id(home, run_id)))
 
 
 def run_list(home: Home) -> dict[str, Any]:
@@ -412,6 +445,7 @@ def run_list(home: Home) -> dict[str, Any]:
 
 def run_end(home: Home, run_id: str) -> dict[str, Any]:
     """End a run: every later call of it is refused. Ending an ended run changes nothing."""
+    run_id = resolve_run_id(home, run_id)
     with home.locked():
         record = load_run(home, run_id)
         if record["status"] != "ended":

@@ -18,7 +18,8 @@ from ..domain.probes import provider_key
 from ..domain.runs import EXTERNAL, frozen_data, run_end
 from ..domain.tool_types import Caller
 from ..errors import FwError, without_lone_surrogates
-from ..home.kinds import check_name
+from ..home.kinds import KINDS, check_name
+from ..home.records import resource_names
 from ..home.secrets import redact
 from ..home.store import Home
 from ..tools.service import call_tool, list_tools, open_run
@@ -131,8 +132,11 @@ def chat_client(home: Home, run: dict[str, Any], timeout: float, *, stream: bool
     (as frozen) with the provider's key (read now: a key is never in a snapshot)."""
     name = run["definition"].get("model")
     if not name:
+        models = sorted(resource_names(home, KINDS["model"]))
+        model = models[0] if len(models) == 1 else "MODEL"
+        where = "" if len(models) == 1 else ", MODEL one of `fw resource list model`"
         raise FwError("invalid", "the agent has no model, so nothing can answer",
-                      f"give it one: `fw agent edit {run['agent']} --model MODEL`")
+                      f"give it one: `fw agent edit {run['agent']} --model {model}`{where}")
     model = frozen_data(home, run, "model")["data"]
     provider = frozen_data(home, run, "provider")["data"]
     key = provider_key(home, model["provider"], provider)

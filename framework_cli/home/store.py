@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shlex
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -64,12 +65,7 @@ class Home:
     def open(cls, option: str | None = None) -> Home:
         root = resolve_home_path(option)
         if not is_home(root):
-            where = "is not a framework home" if root.exists() else "does not exist"
-            raise FwError(
-                "not_found",
-                f"the framework home {str(root)!r} {where}",
-                f"create one with `fw home init {root}`, or pick another with --home PATH or FW_HOME",
-            )
+            raise FwError("not_found", f"the framework home {str(root)!r} {_why_not_a_home(root)}", _home_hint(root))
         return cls(root)
 
     def path(self, rel: str) -> Path:
@@ -359,3 +355,21 @@ class Home:
             os.replace(tmp, folder / f"{name}.json")
         except OSError:
             pass
+
+
+def _why_not_a_home(root: Path) -> str:
+    if not root.exists():
+        return "does not exist"
+    return "is not a framework home" if root.is_dir() else "is a file, not a framework home"
+
+
+def _home_hint(root: Path) -> str:
+    """`fw home init PATH` only where it would work: a new path or an empty folder."""
+    other = "pick another with --home PATH or FW_HOME"
+    try:
+        can_init = not root.exists() or (root.is_dir() and not any(not p.name.startswith(".") for p in root.iterdir()))
+    except OSError:
+        can_init = False
+    if not can_init:
+        return f"{other} (fw home init creates one in a new or empty folder)"
+    return f"create one with `fw home init {shlex.quote(str(root))}`, or {other}"

@@ -9,12 +9,13 @@ from typing import Any
 
 from ..domain.bots import BOT_SECRETS, bot_names, bot_rel, load_bot
 from ..domain.catalogue import APIS
-from ..domain.identities import get_principal
+from ..domain.identities import get_principal, principal_names
 from ..errors import FwError
 from ..home import secrets
 from ..home.kinds import check_name
 from ..home.records import edit_record
 from ..home.store import Home
+from ..suggest import did_you_mean, hint_with
 from .adapters import ADAPTER_MODULES, adapter_for, supported_apis
 
 
@@ -60,8 +61,9 @@ def _check_principal(home: Home, principal: str) -> None:
     check_name(principal, "principal name")
     who = get_principal(home, principal)
     if who is None:
-        raise FwError("invalid", f"no principal named {principal!r}", f"create it first: `fw principal create {principal} --kind agent`",
-                      field="principal")
+        suggestion = did_you_mean(principal, principal_names(home))
+        raise FwError("invalid", f"no principal named {principal!r}",
+                      hint_with(suggestion, f"create it first: `fw principal create {principal} --kind agent`"), field="principal", **suggestion)
     if who["kind"] != "agent":
         raise FwError("invalid", f"principal {principal!r} is a {who['kind']}, not an agent identity",
                       "a bot's events are handled by a principal of kind agent", field="principal")

@@ -21,12 +21,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from ..domain.identities import agent_set_enabled, binding_list, get_principal, principal_list
+from ..domain.identities import agent_set_enabled, binding_list, get_principal, no_principal, principal_list
 from ..errors import FwError
 from ..home import secrets
 from ..home.kinds import check_name
 from ..home.store import Home
 from ..state.store import STATE_FILE, StateStore, now_iso
+from ..suggest import did_you_mean, hint_with
 from . import work
 
 MAX_HOP = 8  # a message at this hop or more starts no turn: chains of agents answering agents end
@@ -45,7 +46,8 @@ def _session(store: StateStore, name: str) -> dict[str, Any]:
     check_name(name, "session name")
     row = store.one("SELECT * FROM sessions WHERE name = ?", (name,))
     if row is None:
-        raise FwError("not_found", f"no session named {name!r}", "see them with `fw session list`")
+        suggestion = did_you_mean(name, [r["name"] for r in store.all("SELECT name FROM sessions")])
+        raise FwError("not_found", f"no session named {name!r}", hint_with(suggestion, "see them with `fw session list`"), **suggestion)
     return row
 
 
@@ -72,7 +74,21 @@ def _require_principal(home: Home, name: str) -> dict[str, Any]:
     check_name(name, "principal name")
     who = get_principal(home, name)
     if who is None:
-        raise FwError("not_found", f"no principal named {name!r}", f"create it first: `fw principal create {name} --kind user|agent`")
+        raise no_principal(home, name, f"create it first: {create_principal_command(name)}")
+    return who
+
+
+def create_principal_command(name: str) -> str:
+    """The command that creates a session member: an agent, as members that answer are."""
+    return f"`fw principal create {name} --kind agent` (or --kind user, for a person)"
+
+
+def require_principal(home: Home, name: str) -> dict[str, Any]:
+    """A principal that exists, or `not_found` with the closest name."""
+    check_name(name, "principal name")
+    who = get_principal(home, name)
+    if who is None:
+        raise no_principal(home, name, "see them with `fw principal list`")
     return who
 
 
@@ -187,7 +203,7 @@ def message_post(home: Home, session: str, author: str, text: str, *, hop: int =
         audience, agents = _turn_audience(home)  # read inside the transaction: an enable cannot slip between
         _open_session(store, session)
         members = _members(store, session)
-        _require_member(members, author, session)
+        _require_author(home, members, author, session)
         if answers is not None:
             _close_claimed_turn(store, answers)
         mentions = mentions_in(text, members)
@@ -226,6 +242,21 @@ def _require_member(members: list[str], principal: str, session: str) -> None:
     if principal not in members:
         raise FwError("denied", f"{principal!r} is not a member of session {session!r}",
                       f"add it first: `fw session add-member {session} {principal}`")
+
+
+def _require_author(home: Home, members: list[str], author: str, session: str) -> None:
+    """The author of a message is a member; one that is not is told apart from a name that
+    names no principal (a typo of a member's name, most often)."""
+    if author in members:
+        return
+    suggestion = did_you_mean(author, members)
+    check_name(author, "principal name")
+    if get_principal(home, author) is None:
+        add = f"`fw session add-member {session} {author}`"
+        hint = hint_with(suggestion, f"create it first: `fw principal create {author} --kind user`, then add it: {add}")
+        raise FwError("not_found", f"no principal named {author!r}", hint, **suggestion)
+    raise FwError("denied", f"{author!r} is not a member of session {session!r}",
+                  hint_with(suggestion, f"add it first: `fw session add-member {session} {author}`"), **suggestion)
 
 
 def _turn_audience(home: Home) -> tuple[dict[str, dict[str, Any]], set[str]]:
@@ -388,8 +419,19 @@ def memory_read(home: Home, principal: str, key: str) -> dict[str, Any]:
     with store_for(home) as store:
         row = store.one("SELECT value FROM memory WHERE principal = ? AND key = ?", (principal, key))
     if row is None:
-        raise FwError("not_found", f"no memory {key!r} for {principal!r}", "list the keys with memory list")
+        raise _no_memory(store_keys(home, principal), principal, key)
     return {"key": key, "value": json.loads(row["value"])}
+
+
+def store_keys(home: Home, principal: str) -> list[str]:
+    with store_for(home) as store:
+        return [r["key"] for r in store.all("SELECT key FROM memory WHERE principal = ? ORDER BY key", (principal,))]
+
+
+def _no_memory(keys: list[str], principal: str, key: str) -> FwError:
+    suggestion = did_you_mean(key, keys)
+    return FwError("not_found", f"no memory {key!r} for {principal!r}",
+                   hint_with(suggestion, f"list the keys with `fw memory list {principal}`"), **suggestion)
 
 
 def memory_list(home: Home, principal: str, prefix: str | None = None) -> dict[str, Any]:
@@ -404,5 +446,5 @@ def memory_delete(home: Home, principal: str, key: str) -> dict[str, Any]:
     with store_for(home) as store, store.transaction():
         deleted = store.execute("DELETE FROM memory WHERE principal = ? AND key = ?", (principal, key)).rowcount
     if not deleted:
-        raise FwError("not_found", f"no memory {key!r} for {principal!r}", "list the keys with memory list")
+        raise _no_memory(store_keys(home, principal), principal, key)
     return {"key": key, "deleted": True}

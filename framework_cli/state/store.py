@@ -152,7 +152,7 @@ class StateStore:
                 for row in fetched:
                     yield dict(row)
         except sqlite3.DatabaseError as exc:
-            raise FwError("corrupt", f"{STATE_FILE} cannot be read: {exc}", f"move {STATE_FILE} aside to start with an empty runtime state", path=STATE_FILE) from None
+            raise self._damaged(exc) from None
 
     def insert(self, table: str, values: dict[str, Any]) -> int:
         columns = ", ".join(values)

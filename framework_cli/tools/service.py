@@ -13,7 +13,7 @@ import json
 from typing import Any
 
 from ..domain.projection import Snapshot, cap_tools, project, runner_refusal
-from ..domain.runs import active_run, load_run, require_active, run_start
+from ..domain.runs import RUN_ID_PART_RE, active_run, load_run, require_active, resolve_run_id, run_start
 from ..domain.tool_types import Caller, Tool
 from ..errors import FwError, refuse_lone_surrogates
 from ..home.kinds import BUILTIN_GROUPS
@@ -132,7 +132,11 @@ def caller_for(home: Home, manager: bool, run_id: str | None) -> Caller:
     """The caller named on a command line: exactly one of --manager and --run."""
     if manager == (run_id is not None):
         raise FwError("usage", "give exactly one of --manager and --run RUN", "--manager calls as the Manager; --run RUN as that run")
-    return Caller("manager") if manager else Caller("run", run_id=run_id)
+    if manager:
+        return Caller("manager")
+    # A part of an id is put whole here; a whole or malformed one goes on as given, so that
+    # the call is refused, and audited, where every call is.
+    return Caller("run", run_id=resolve_run_id(home, run_id) if RUN_ID_PART_RE.fullmatch(run_id or "") else run_id)
 
 
 def list_tools(home: Home, caller: Caller, *, assets: bool = False) -> dict[str, Any]:
@@ -238,7 +242,8 @@ def call_tool(home: Home, caller: Caller, name: str, args: Any, sources: Any = N
             tool = TOOLS.get(name)
             if tool is None or tool.group == MANAGED_RUNTIME:
                 hint = "the Manager uses bare names (resource_write)" if name.startswith(TOOL_PREFIX) else "see `fw tool list --manager`"
-                raise FwError("not_found", f"no tool named {name!r}", hint)
+                suggestion = did_you_mean(name, [n for n, t in TOOLS.items() if t.group in MANAGER_GROUPS])
+                raise FwError("not_found", f"no tool named {name!r}", hint_with(suggestion, hint), **suggestion)
             if tool.group not in MANAGER_GROUPS:
                 raise FwError("denied", f"the Manager is never granted {name!r}: host execution is only for runs",
                               "mount local_execution on an agent with execution.enabled and call it from that agent's run")
@@ -250,10 +255,12 @@ def call_tool(home: Home, caller: Caller, name: str, args: Any, sources: Any = N
             if assets and name in offered(run):
                 tool = _asset_tools(sources)[name]
             elif name not in run["tools"]:
+                suggestion = did_you_mean(name, run["tools"])
                 raise FwError(
                     "denied",
                     f"run {run_id} was not granted {name!r}",
-                    "a run gets the tools of the groups its agent mounted when it started, if its model can call tools",
+                    hint_with(suggestion, "a run gets the tools of the groups its agent mounted when it started, if its model can call tools"),
+                    **suggestion,
                 )
             else:
                 tool = _granted(home, run, name, sources)
