@@ -12,6 +12,7 @@ from ..domain.resources import resource_list, resource_write
 from ..suggest import plural
 from .common import (
     DURATION_HELP,
+    TIMEOUT_HELP,
     DryRunOpt,
     complete_agent,
     complete_category,
@@ -25,6 +26,7 @@ from .common import (
     parse_duration,
     refuse_add_and_remove,
     render_dry_run,
+    run_gateway,
 )
 from .output import JsonOpt, emit, read_text_arg
 from .resource import render_activation, render_list, render_resource, render_written
@@ -170,6 +172,9 @@ def show(ctx: typer.Context, name: NameArg, as_json: JsonOpt = False) -> None:
     def human(console: Any) -> None:
         render_resource(console, doc)
         render_activation(console, doc["activation"])
+        from .output import describe_runner  # lazy: start-up speed
+
+        console.print(f"Runner: {describe_runner(doc['runner'])}" + (f" ({doc['runner']['error']})" if doc["runner"].get("error") else ""))
 
     emit(doc, as_json, human)
 
@@ -189,7 +194,7 @@ def run(
     message_file: Annotated[Optional[str], typer.Option("--message-file", metavar="PATH", help="Read the message from this file.")] = None,
     principal: Annotated[Optional[str], typer.Option("--principal", help="Run as this principal (a managed run: its binding must run this agent and be enabled).")] = None,
     max_rounds: Annotated[Optional[int], typer.Option("--max-rounds", metavar="N", help="Stop after N model calls (default: the binding's limit, else none).")] = None,
-    timeout: Annotated[str, typer.Option("--timeout", metavar="DURATION", help=f"How long to wait for each model answer: {DURATION_HELP}.")] = "60s",
+    timeout: Annotated[Optional[str], typer.Option("--timeout", metavar="DURATION", help=f"{TIMEOUT_HELP[:-1]}: {DURATION_HELP}.", show_default=False)] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Run an agent on one message: start a run, let its model call the run's tools until it
@@ -205,7 +210,8 @@ def run(
     printer = None if as_json else RunPrinter(stream=sys.stdout.isatty())
     try:
         doc = agent_run(home, text, agent=name, principal=principal, max_rounds=max_rounds,
-                        timeout=parse_duration(timeout, "--timeout"), on_event=printer, stream=bool(printer and printer.stream))
+                        timeout=parse_duration(timeout, "--timeout") if timeout is not None else None,
+                        on_event=printer, stream=bool(printer and printer.stream), gateway=run_gateway)
     finally:
         if printer is not None:
             printer.end_line()  # a failure after some text came: the error starts on a line of its own

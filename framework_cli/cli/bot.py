@@ -16,6 +16,7 @@ from .common import (
     listed,
     maybe_dry,
     render_dry_run,
+    run_gateway,
 )
 from .output import JsonOpt, emit, table
 
@@ -198,7 +199,8 @@ def say(
     from .output import json_wanted, write_out  # lazy: start-up speed
 
     quiet = quiet and not json_wanted(as_json)
-    doc = local_say(home_of(ctx), bot, from_, text, group, run=not no_run, on_event=None if json_wanted(as_json) or quiet else run_progress)
+    doc = local_say(home_of(ctx), bot, from_, text, group, run=not no_run, on_event=None if json_wanted(as_json) or quiet else run_progress,
+                    gateway=run_gateway)
     if quiet:
         if doc.get("run"):
             write_out(doc["run"]["run_id"])
@@ -209,6 +211,11 @@ def say(
         console.print(f"{from_} said message {doc['event']['message']['id']} {where}.")
         render_handled(console, doc)
 
+    if doc.get("run") and "gateway_token" in doc["run"]:
+        from .output import emit_started  # lazy: start-up speed
+
+        emit_started(doc, doc["run"], as_json, human)
+        return
     emit(doc, as_json, human)
 
 

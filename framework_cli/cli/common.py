@@ -20,6 +20,17 @@ def home_of(ctx: typer.Context) -> Home:
     return home
 
 
+def run_gateway(home: Home, run_id: str, sources: Any, on_call: Any) -> Any:
+    """The gateway of one run, for an external runner: the engine's `GatewayStarter`. It is a
+    network door (serve/), so the CLI hands it to the engine."""
+    from ..serve.gateway import run_gateway as serve_run  # lazy: start-up speed
+
+    return serve_run(home, run_id, sources, on_call)
+
+
+TIMEOUT_HELP = "How long to wait for each model answer (default 60), or for an external runner to finish (default 600)."
+
+
 # -- shell completion: each callback lists what exists, and never fails --------------------
 def _matching(names: Iterable[str], incomplete: str) -> list[str]:
     return sorted(n for n in names if n.startswith(incomplete))

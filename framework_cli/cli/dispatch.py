@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Optional
 
 import typer
 
 from ..suggest import plural
-from .common import DURATION_HELP, home_of, parse_duration
+from .common import DURATION_HELP, TIMEOUT_HELP, home_of, parse_duration, run_gateway
 from .output import JsonOpt, emit, json_wanted, write_out
 
 
@@ -15,7 +15,7 @@ def command(
     ctx: typer.Context,
     once: Annotated[bool, typer.Option("--once", help="Run until nothing is pending, then exit with a summary.")] = False,
     workers: Annotated[int, typer.Option("--workers", metavar="N", help="Turns run at once, across principals (one at a time per principal).")] = 4,
-    timeout: Annotated[str, typer.Option("--timeout", metavar="DURATION", help=f"How long to wait for each model answer: {DURATION_HELP}.")] = "60s",
+    timeout: Annotated[Optional[str], typer.Option("--timeout", metavar="DURATION", help=f"{TIMEOUT_HELP[:-1]}: {DURATION_HELP}.", show_default=False)] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Run pending turns and tasks. A turn is a managed run of its principal's binding, tied
@@ -29,7 +29,8 @@ def command(
     progress = None if json_wanted(as_json) else _progress
     if not once and not json_wanted(as_json):
         write_out(f"fw dispatch: serving {home.root} with {plural(workers, 'worker')}; Ctrl-C stops.", err=True)
-    doc = run_dispatch(home, once=once, workers=workers, on_event=progress, timeout=parse_duration(timeout, "--timeout"))
+    doc = run_dispatch(home, once=once, workers=workers, on_event=progress,
+                       timeout=parse_duration(timeout, "--timeout") if timeout is not None else None, gateway=run_gateway)
     emit(doc, as_json, lambda c: _render(c, doc))
 
 

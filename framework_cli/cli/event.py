@@ -7,7 +7,7 @@ from typing import Annotated, Any
 import typer
 
 from ..suggest import plural
-from .common import complete_bot, home_of
+from .common import complete_bot, home_of, run_gateway
 from .output import JsonOpt, emit, read_data_arg, render_run_tools
 
 app = typer.Typer(help="Handle chat-platform events: a managed run of the bot's principal, with the event frozen in it.")
@@ -39,7 +39,12 @@ def handle(
 
     raw = read_data_arg(event, "--event")
     home = home_of(ctx)
-    doc = handle_event(home, bot, raw, run=not no_run, on_event=None if json_wanted(as_json) else run_progress)
+    doc = handle_event(home, bot, raw, run=not no_run, on_event=None if json_wanted(as_json) else run_progress, gateway=run_gateway)
+    if doc.get("handled") and "gateway_token" in doc["run"]:
+        from .output import emit_started  # lazy: start-up speed
+
+        emit_started(doc, doc["run"], as_json, lambda c: render_handled(c, doc, verbose))
+        return
     emit(doc, as_json, lambda c: render_handled(c, doc, verbose))
 
 
@@ -53,6 +58,8 @@ def render_handled(console: Any, doc: dict[str, Any], verbose: bool = False) -> 
     result = doc.get("result")
     if result is None:
         console.print(f"  waiting for a runner: `fw mcp serve --run {run['run_id']}` or `fw tool call --run {run['run_id']} ...`")
+        if "gateway_token" in run:
+            console.print(f"  or over HTTP: `fw mcp serve --http`, with the gateway token (shown only now): {run['gateway_token']}")
         return
     replied = any(c["name"] == "event_reply" and c["outcome"] == "ok" for c in result["tool_calls"])
     console.print(f"  {result['status']}, {plural(result['rounds'], 'round')}, {plural(len(result['tool_calls']), 'tool call')}")

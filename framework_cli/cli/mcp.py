@@ -18,15 +18,37 @@ def serve(
     ctx: typer.Context,
     manager: Annotated[bool, typer.Option("--manager", help="Serve every tool, as the Manager (bare names).")] = False,
     run: Annotated[Optional[str], typer.Option("--run", metavar="RUN", help="Serve one run's granted framework_ tools.", autocompletion=complete_run)] = None,
+    http: Annotated[bool, typer.Option("--http", help="Serve the gateway of every active run over streamable HTTP at /mcp; "
+                                       "a runner sends its run's gateway token (from `fw run start`) as Authorization: Bearer TOKEN.")] = False,
+    listen: Annotated[Optional[str], typer.Option("--listen", metavar="HOST:PORT", help="With --http: where to listen (default 127.0.0.1:8766; port 0 picks a free one).")] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Serve the tools over MCP on standard input and output until the client disconnects.
-    Every call is authorised and audited as with `fw tool call`; --json applies to
-    errors before serving starts."""
+    """Serve the tools over MCP on standard input and output until the client disconnects,
+    or (--http) the gateway of every active run until Ctrl-C. Every call is authorised and
+    audited as with `fw tool call`; --json applies to errors before serving starts."""
+    from ..errors import FwError  # lazy: start-up speed
+
+    home = home_of(ctx)
+    if http:
+        if manager or run is not None:
+            raise FwError("usage", "--http serves the gateway of every run, chosen by its token: give no --manager or --run",
+                          "start a run with `fw run start`, then send its gateway_token as Authorization: Bearer TOKEN")
+        from ..serve.gateway import DEFAULT_LISTEN, serve_gateway  # lazy: start-up speed
+        from .output import json_wanted, print_json  # lazy: start-up speed
+
+        def started(url: str) -> None:  # the first line on stdout: where runners connect
+            if json_wanted(as_json):
+                print_json({"gateway": url})
+            else:
+                write_out(f"fw gateway: {url}")
+
+        serve_gateway(home, listen or DEFAULT_LISTEN, on_started=started)
+        return
+    if listen is not None:
+        raise FwError("usage", "--listen goes with --http", "e.g. fw mcp serve --http --listen 127.0.0.1:8766")
     from ..serve.mcp import serve as serve_mcp  # lazy: start-up speed
     from ..tools.service import caller_for  # lazy: start-up speed
 
-    home = home_of(ctx)
     caller = caller_for(home, manager, run)
     if sys.stdin.isatty():
         say_waiting(" ".join(["fw", "mcp", "serve", "--manager" if manager else f"--run {run}"]))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from typing import Annotated, Any
@@ -50,10 +51,18 @@ def json_wanted(flag: bool = False) -> bool:
     return flag or _root_json or os.environ.get("FW_JSON", "") not in ("", "0", "false", "no")
 
 
-def write_out(text: str, *, err: bool = False) -> None:
+# Where a value printed once (a run's gateway token) stands in a document until it is written:
+# everything else is redacted first, and then the value takes its place.
+SHOWN_ONCE = "@@fw-shown-once@@"
+
+
+def write_out(text: str, *, err: bool = False, reveal: str | None = None) -> None:
     stream = sys.stderr if err else sys.stdout
+    text = redact(text)
+    if reveal is not None:
+        text = text.replace(SHOWN_ONCE, reveal)
     try:
-        stream.write(redact(text))
+        stream.write(text)
         if not text.endswith("\n"):
             stream.write("\n")
         stream.flush()
@@ -130,8 +139,8 @@ def _reader_went_away(stream: Any) -> None:
         pass  # not a real file (an in-process test runner): nothing to flush at exit
 
 
-def print_json(doc: Any) -> None:
-    write_out(json_text(doc))
+def print_json(doc: Any, reveal: str | None = None) -> None:
+    write_out(json_text(doc), reveal=reveal)
 
 
 _SCALARS = frozenset((str, int, float, bool, type(None)))
@@ -232,7 +241,7 @@ def screen_lines() -> int:
     return shutil.get_terminal_size((100, 24)).lines if stdout_is_terminal() else 24
 
 
-def rich_text(render: Callable[[Any], None], *, err: bool = False) -> None:
+def rich_text(render: Callable[[Any], None], *, err: bool = False, reveal: str | None = None) -> None:
     """Render with rich into a buffer, redact, then write: rich never writes a secret out."""
     import io
     import shutil
@@ -246,15 +255,31 @@ def rich_text(render: Callable[[Any], None], *, err: bool = False) -> None:
     # markup off: a user's "[/red]" is text, never a tag; styles come as rich Text
     console = Console(file=buf, force_terminal=tty, width=width, highlight=False, soft_wrap=True, markup=False)
     render(console)
-    write_out(on_this_home(buf.getvalue()), err=err)
+    write_out(on_this_home(buf.getvalue()), err=err, reveal=reveal)
 
 
-def emit(doc: Any, as_json: bool, human: Callable[[Any], None]) -> None:
-    """Print a result: the document itself in JSON mode, `human(console)` otherwise."""
+def emit(doc: Any, as_json: bool, human: Callable[[Any], None], reveal: str | None = None) -> None:
+    """Print a result: the document itself in JSON mode, `human(console)` otherwise. With
+    `reveal`, that value replaces SHOWN_ONCE in what is printed, after redaction."""
     if json_wanted(as_json):
-        print_json(doc)
+        print_json(doc, reveal)
     else:
-        rich_text(human)
+        rich_text(human, reveal=reveal)
+
+
+def describe_runner(runner: Any) -> str:
+    """`fw's model loop`, or the external program a harness names."""
+    if not isinstance(runner, dict) or runner.get("type") != "external":
+        return "local (fw's own model loop" + (f", harness {runner['harness']})" if isinstance(runner, dict) and runner.get("harness") else ")")
+    return f"external (harness {runner.get('harness')}: {shlex.join(runner.get('command') or [])})"
+
+
+def emit_started(doc: dict[str, Any], run: dict[str, Any], as_json: bool, human: Any) -> None:
+    """Print a run just started, its gateway token with it: the only time the token is shown."""
+    token = run.pop("gateway_token", None)
+    if token is not None:
+        run["gateway_token"] = SHOWN_ONCE
+    emit(doc, as_json, human, reveal=token)
 
 
 _json_lines = {"on": False}  # a server's --json output: one document a line, its last error too

@@ -19,7 +19,7 @@ from .common import (
     parse_duration,
     whole_seconds,
 )
-from .output import JsonOpt, emit, json_wanted, render_run_tools, table, write_out
+from .output import JsonOpt, describe_runner, emit, emit_started, json_wanted, render_run_tools, table, write_out
 
 app = typer.Typer(help="Start, show, list and end runs of agents.")
 
@@ -32,6 +32,10 @@ def _render(console: Any, doc: dict[str, Any], verbose: bool = False) -> None:
     console.print(f"  fingerprint {doc['fingerprint']}")
     console.print(f"  lease until {doc['lease_expires_at']}")
     render_run_tools(console, doc, verbose)
+    console.print(f"  runner: {describe_runner(doc.get('runner'))}")
+    if "gateway_token" in doc:
+        console.print(f"  gateway token (shown only now): {doc['gateway_token']}")
+        console.print("  serve it with `fw mcp serve --http`; a runner sends it as Authorization: Bearer TOKEN")
     stripped = doc.get("invisible_characters_stripped") or []
     if stripped:
         names = ", ".join(f"{s['name']} ({s['characters']})" for s in stripped)
@@ -63,7 +67,7 @@ def start(
     if quiet and not json_wanted(as_json):
         write_out(doc["run_id"])
         return
-    emit(doc, as_json, lambda c: _render(c, doc, verbose))
+    emit_started(doc, doc, as_json, lambda c: _render(c, doc, verbose))
 
 
 def _start_for_event(ctx: typer.Context, principal: Optional[str], agent: Optional[str], lease: Optional[int],

@@ -12,6 +12,7 @@ from ..home.store import Home
 from ..suggest import did_you_mean, hint_with
 from .identities import activation
 from .resources import resource_read, resource_write
+from .runs import runner_of
 
 
 def _check_groups(groups: Sequence[str], flag: str) -> None:
@@ -73,4 +74,15 @@ def agent_edit(
 def agent_show(home: Home, name: str) -> dict[str, Any]:
     doc = resource_read(home, "agent", name)
     doc["activation"] = activation(home, name, doc["data"])
+    doc["runner"] = _runner(home, doc["data"].get("harness"))
     return doc
+
+
+def _runner(home: Home, harness: str | None) -> dict[str, Any]:
+    """Which runner a run of the agent would use now (a run keeps the one it started with)."""
+    if not harness:
+        return runner_of(None, None)
+    try:
+        return runner_of(resource_read(home, "harness", harness)["data"], harness)
+    except FwError as exc:
+        return {"type": "unknown", "harness": harness, "error": exc.message}

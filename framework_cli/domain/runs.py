@@ -9,9 +9,11 @@ runs refuse every call.
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import re
 import secrets as pysecrets
+import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -20,6 +22,7 @@ from typing import Any, Protocol
 from ..errors import FwError
 from ..home import secrets
 from ..home.kinds import DEFAULT_PROMPT, check_name
+from ..home.secrets import GATEWAY_TOKEN_PREFIX
 from ..home.store import Home
 from ..suggest import did_you_mean, hint_with
 from .identities import binding_command, get_binding, get_principal, no_principal
@@ -27,6 +30,10 @@ from .resources import resource_read
 
 RUNS = "runs"
 RUN_ID_RE = re.compile(r"run-[0-9]{8}T[0-9]{6}-[0-9a-f]{8}")
+# A gateway token names its run (not a secret) and carries 32 random bytes (the secret). Only
+# the sha256 of the whole token is kept, in the run record; the token is shown once, at start.
+TOKEN_RE = re.compile(GATEWAY_TOKEN_PREFIX + r"(run-[0-9]{8}T[0-9]{6}-[0-9a-f]{8})_[A-Za-z0-9_-]{43}")
+TOKEN_HASH = "gateway_token_sha256"
 DEFAULT_LEASE_SECONDS = 3600
 MAX_LEASE_SECONDS = 366 * 24 * 3600  # a year: past it a lease is a mistake, not a plan
 # What a run record must hold, and of which type, for any call to trust it.
@@ -237,6 +244,7 @@ def run_start(
                 raise FwError("conflict", f"the binding of {start.identity!r} changed while the run started", "start the run again")
         started = _now()
         run_id = f"run-{started.strftime('%Y%m%dT%H%M%S')}-{pysecrets.token_hex(4)}"
+        token = f"{GATEWAY_TOKEN_PREFIX}{run_id}_{pysecrets.token_urlsafe(32)}"
         record = {
             "run_id": run_id,
             "mode": start.mode,
@@ -256,11 +264,59 @@ def run_start(
             "lease_seconds": start.lease_seconds,
             "lease_expires_at": _iso(started + timedelta(seconds=start.lease_seconds)),
             "ended_at": None,
+            "runner": runner_of(start.harness, start.definition.get("harness")),
             **start.context,
             **projection.record,
+            TOKEN_HASH: _token_hash(token),
         }
         home.write_text(f"{RUNS}/{run_id}.json", json.dumps(record, indent=2) + "\n")
-    return present(record)
+    return {**present(record), "gateway_token": token}
+
+
+def runner_of(harness: dict[str, Any] | None, name: str | None) -> dict[str, Any]:
+    """Which runner runs an agent: fw's own model loop (`local`), or the program of a harness of
+    type `external`, which reaches the run only through the gateway."""
+    if harness is not None and harness.get("type") == EXTERNAL:
+        return {"type": EXTERNAL, "harness": name, "command": command_argv(harness.get("command"))}
+    return {"type": "local", "harness": name}
+
+
+EXTERNAL = "external"
+
+
+def command_argv(command: Any) -> list[str]:
+    """A harness's command as argv: a list as it is, a string split as a shell would split it
+    (no shell runs it)."""
+    if isinstance(command, list):
+        return [str(part) for part in command]
+    try:
+        return shlex.split(command or "")
+    except ValueError:  # an unclosed quote: the model refuses it on write; a hand-edited file shows as is
+        return [command]
+
+
+def _token_hash(token: str) -> str:
+    return "sha256:" + hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+def run_for_token(home: Home, token: str | None) -> dict[str, Any]:
+    """The record of the run a gateway token belongs to, if that run may still act; `denied`
+    for no token or an unknown one, `run_ended` / `lease_expired` for a run that may not."""
+    match = TOKEN_RE.fullmatch(token or "")
+    if match is None:
+        raise FwError("denied", "no valid gateway token", "give the token `fw run start` printed, as Authorization: Bearer TOKEN",
+                      reason="token")
+    try:
+        record = load_run(home, match.group(1))
+    except FwError as exc:
+        if exc.code == "corrupt":
+            raise
+        record = None
+    stored = record.get(TOKEN_HASH) if record else None
+    if not isinstance(stored, str) or not hmac.compare_digest(stored, _token_hash(token or "")):
+        raise FwError("denied", "no valid gateway token", "give the token `fw run start` printed, as Authorization: Bearer TOKEN",
+                      reason="token")
+    return require_active(record)
 
 
 def _require_agent_identity(home: Home, principal: str) -> None:
@@ -275,7 +331,7 @@ def _require_agent_identity(home: Home, principal: str) -> None:
 
 def present(record: dict[str, Any]) -> dict[str, Any]:
     """A run as shown: its record with the status as it stands now (a lapsed lease is `expired`)."""
-    shown = dict(record)
+    shown = {k: v for k, v in record.items() if k != TOKEN_HASH}
     if shown["status"] == "active" and _now() >= _parse(shown["lease_expires_at"]):
         shown["status"] = "expired"
     return shown

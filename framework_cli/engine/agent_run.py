@@ -1,9 +1,11 @@
-"""`fw agent run`: start a run, run the model loop over the run's tools, end the run.
+"""`fw agent run`: start a run, let its runner work on the message, end the run.
 
-The loop is one more front door of the tool service: every tool call the model asks for is
-authorised against the run's snapshot, validated and audited by `call_tool`, as the run.
-The run is ended when the loop ends, however it ends (an answer, the round limit, a model
-that fails, Ctrl-C).
+Two kinds of runner: fw's own model loop (`LocalRunner`), one more front door of the tool
+service, where every tool call the model asks for is authorised against the run's snapshot,
+validated and audited by `call_tool`, as the run; and an external program a harness of type
+`external` names (`ExternalRunner`, engine/external.py), which reaches the run only through the
+gateway. The run is ended when its runner stops, however it stops (an answer, the round limit,
+a model or program that fails, Ctrl-C).
 """
 
 from __future__ import annotations
@@ -13,14 +15,16 @@ from typing import Any
 
 from ..domain.identities import get_binding
 from ..domain.probes import provider_key
-from ..domain.runs import frozen_data, run_end
+from ..domain.runs import EXTERNAL, frozen_data, run_end
 from ..domain.tool_types import Caller
-from ..errors import FwError
+from ..errors import FwError, without_lone_surrogates
 from ..home.kinds import KINDS, check_name
 from ..home.records import resource_names
+from ..home.secrets import redact
 from ..home.store import Home
 from ..tools.service import call_tool, list_tools, open_run
 from .chat import ChatClient
+from .external import DEFAULT_RUNNER_TIMEOUT, ExternalRunner, GatewayStarter, RunJob
 from .loop import OnEvent, run_loop
 
 DEFAULT_MODEL_TIMEOUT = 60.0
@@ -33,28 +37,39 @@ def agent_run(
     agent: str | None = None,
     principal: str | None = None,
     max_rounds: int | None = None,
-    timeout: float = DEFAULT_MODEL_TIMEOUT,
+    timeout: float | None = None,
     on_event: OnEvent | None = None,
     context: dict[str, Any] | None = None,
     history: list[dict[str, Any]] | None = None,
     stream: bool = False,
+    gateway: GatewayStarter | None = None,
 ) -> dict[str, Any]:
     """Run an agent on one message: `{"run_id", "status", "answer", "rounds", "finish_reason",
     "tool_calls"}`. `context` is recorded with the run (the session it is tied to, the event it
     handles); `history` holds earlier messages of a conversation, put before `message`;
-    `stream` asks the model to stream its answers (their text reaches `on_event` as it comes)."""
+    `stream` asks the model to stream its answers (their text reaches `on_event` as it comes).
+    The run's runner does the work: fw's own model loop, or an external program its harness
+    names, which reaches the run through its own gateway (`gateway` serves one; the CLI hands
+    it in). `timeout` bounds each model answer (default 60 s), or an external runner (600 s)."""
     if max_rounds is not None and (isinstance(max_rounds, bool) or not isinstance(max_rounds, int) or max_rounds < 1):
         raise FwError("invalid", "max_rounds must be a whole number, at least 1", "e.g. --max-rounds 5")
-    check_timeout(timeout)
+    if timeout is not None:
+        check_timeout(timeout)
     if principal is not None and agent is not None:
         _require_binding_runs(home, principal, agent)
         agent = None  # a managed run runs what its binding names
+    context = {**(context or {}), "input": without_lone_surrogates(redact(message))[:INPUT_KEPT]}
     record, sources = open_run(home, principal=principal, agent=agent, context=context)
+    token = record.pop("gateway_token", "")  # shown to no one: only an external runner gets it
     run_id = record["run_id"]
     try:
         if on_event:
             on_event({"type": "started", "run": record})
-        turn = Turn(message, history, max_rounds if max_rounds is not None else record.get("max_rounds"), timeout, stream)
+        if (record.get("runner") or {}).get("type") == EXTERNAL:
+            job = RunJob(home, record, token, sources, message, history, on_event)
+            return ExternalRunner(gateway, timeout if timeout is not None else DEFAULT_RUNNER_TIMEOUT).run(job)
+        turn = Turn(message, history, max_rounds if max_rounds is not None else record.get("max_rounds"),
+                    timeout if timeout is not None else DEFAULT_MODEL_TIMEOUT, stream)
         return run_model_loop(home, record, sources, turn, on_event)
     except FwError as exc:
         exc.extra.setdefault("run_id", run_id)
@@ -62,6 +77,9 @@ def agent_run(
     finally:
         sources.close()
         _end(home, run_id)
+
+
+INPUT_KEPT = 65536  # characters of the input text kept in the run record (fw_get_current_event)
 
 
 @dataclass

@@ -38,6 +38,7 @@ from ..runtime import sessions, tasks, work
 from ..runtime.sessions import BACKLOG, CANCELLED, DONE, FAILED, PENDING, RUNNING, Claim
 from ..state.store import StateStore, now_iso
 from .agent_run import agent_run, check_timeout
+from .external import GatewayStarter
 
 POLL_SECONDS = 0.25  # how often the scheduler looks in state.db for work other processes added
 HEARTBEAT_SECONDS = 5.0  # how often a dispatcher renews its heartbeat, and looks for dead ones
@@ -78,14 +79,17 @@ class Outcome:
 
 
 class Dispatcher:
-    def __init__(self, home: Home, workers: int = 4, on_event: OnEvent | None = None, timeout: float = 60.0) -> None:
+    def __init__(self, home: Home, workers: int = 4, on_event: OnEvent | None = None, timeout: float | None = None,
+                 gateway: GatewayStarter | None = None) -> None:
         if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= 64:
             raise FwError("invalid", "workers must be a whole number from 1 to 64", "e.g. --workers 4")
 
-        check_timeout(timeout)  # before any work is claimed
+        if timeout is not None:
+            check_timeout(timeout)  # before any work is claimed
         self.root = home.root
         self.workers = workers
-        self.timeout = timeout
+        self.timeout = timeout  # None: each runner's default (60 s a model answer, 600 s an external runner)
+        self.gateway = gateway  # serves an external runner's run (see `agent_run`)
         self.emit = on_event or (lambda event: None)
         self.summary = Summary()
         self.id = f"{socket.gethostname()}-{os.getpid()}-{pysecrets.token_hex(4)}"
@@ -229,7 +233,7 @@ class Dispatcher:
 
         try:
             return agent_run(home, message, principal=item["principal"], context=context, history=history,
-                             timeout=self.timeout, on_event=note)
+                             timeout=self.timeout, on_event=note, gateway=self.gateway)
         except FwError as exc:
             if exc.extra.get("reason") == "binding_disabled":
                 return Outcome(BACKLOG)  # disabled since it was claimed: it waits for the binding again
@@ -420,5 +424,6 @@ def _take_back_one(home: Home, store: StateStore, table: str, row: dict[str, Any
     return changed
 
 
-def dispatch(home: Home, *, once: bool = False, workers: int = 4, on_event: OnEvent | None = None, timeout: float = 60.0) -> dict[str, Any]:
-    return Dispatcher(home, workers, on_event, timeout).run(once)
+def dispatch(home: Home, *, once: bool = False, workers: int = 4, on_event: OnEvent | None = None, timeout: float | None = None,
+             gateway: GatewayStarter | None = None) -> dict[str, Any]:
+    return Dispatcher(home, workers, on_event, timeout, gateway).run(once)

@@ -20,6 +20,7 @@ from ..platform.bots import adapter_of, local_platform
 from ..platform.events import describe_event, validate_event
 from ..tools.service import open_run
 from .agent_run import agent_run
+from .external import GatewayStarter
 
 NOT_SELECTED = "event_not_selected"
 BINDING_DISABLED = "binding_disabled"
@@ -34,13 +35,15 @@ def handle_event(
     principal: str | None = None,
     lease: int | None = None,
     on_event: Any = None,
+    gateway: GatewayStarter | None = None,
 ) -> dict[str, Any]:
     """`{"handled": false, "reason"}`, or `{"handled": true, "run": {...}}` and, when the
-    loop ran, its `result`. `principal`, when given, must be the bot's."""
+    runner ran, its `result`. `principal`, when given, must be the bot's. `gateway` serves an
+    external runner's run (see `agent_run`)."""
 
     bot, event = _checked_event(home, bot_name, raw_event, principal)
     adapter_of(home, bot_name, bot).ingest(event)  # the platform saw it, whoever handles it
-    return handle_ingested(home, bot_name, bot, event, run=run, lease=lease, on_event=on_event)
+    return handle_ingested(home, bot_name, bot, event, run=run, lease=lease, on_event=on_event, gateway=gateway)
 
 
 def _checked_event(home: Home, bot_name: str, raw_event: Any, principal: str | None) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -76,17 +79,18 @@ _REFUSALS = {
 
 
 def local_say(home: Home, bot_name: str, user: str, text: str, group: str | None = None, *, run: bool = True,
-              on_event: Any = None) -> dict[str, Any]:
+              on_event: Any = None, gateway: GatewayStarter | None = None) -> dict[str, Any]:
     """`fw bot local say`: the user's message lands on the local platform, and is handled as
     the event it makes: `{"event", "handled", ...}`."""
 
     secrets.refuse(home, {"text": text, "user": user, "group": group})
     event = local_platform(home, bot_name).say(user, text, group)
-    return {"event": event, **handle_ingested(home, bot_name, load_bot(home, bot_name), event, run=run, on_event=on_event)}
+    return {"event": event, **handle_ingested(home, bot_name, load_bot(home, bot_name), event, run=run, on_event=on_event,
+                                              gateway=gateway)}
 
 
 def handle_ingested(home: Home, bot_name: str, bot: dict[str, Any], event: dict[str, Any], *, run: bool = True,
-                    lease: int | None = None, on_event: Any = None) -> dict[str, Any]:
+                    lease: int | None = None, on_event: Any = None, gateway: GatewayStarter | None = None) -> dict[str, Any]:
     """Handle an event the bot's platform already holds (`fw bot local say` stored it)."""
     reason = refusal(home, bot_name, bot["principal"], event["type"])
     if reason is not None:
@@ -97,7 +101,7 @@ def handle_ingested(home: Home, bot_name: str, bot: dict[str, Any], event: dict[
         record, sources = open_run(home, principal=bot["principal"], lease=lease, context=context)
         sources.close()
         return {"handled": True, "run": record}
-    return _run_loop(home, bot["principal"], event, context, on_event)
+    return _run_loop(home, bot["principal"], event, context, on_event, gateway)
 
 
 def refusal(home: Home, bot_name: str, principal: str, event_type: str) -> str | None:
@@ -115,7 +119,8 @@ def refusal(home: Home, bot_name: str, principal: str, event_type: str) -> str |
     return None
 
 
-def _run_loop(home: Home, principal: str, event: dict[str, Any], context: dict[str, Any], on_event: Any) -> dict[str, Any]:
+def _run_loop(home: Home, principal: str, event: dict[str, Any], context: dict[str, Any], on_event: Any,
+              gateway: GatewayStarter | None = None) -> dict[str, Any]:
 
     started: dict[str, Any] = {}
 
@@ -125,6 +130,6 @@ def _run_loop(home: Home, principal: str, event: dict[str, Any], context: dict[s
         if on_event is not None:
             on_event(progress)
 
-    result = agent_run(home, describe_event(event), principal=principal, context=context, on_event=relay)
+    result = agent_run(home, describe_event(event), principal=principal, context=context, on_event=relay, gateway=gateway)
     outcome = {key: result[key] for key in ("status", "answer", "rounds", "tool_calls")}
     return {"handled": True, "run": started["run"], "result": outcome}

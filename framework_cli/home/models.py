@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 from typing import Annotated, Any, Literal
 
 # fw uses no pydantic plugin: skip pydantic's scan of every installed package's entry points
@@ -139,13 +140,27 @@ class HarnessPermissions(Strict):
 
 
 class Harness(Strict):
-    """The runner that executes an agent."""
+    """The runner that executes an agent. `type: external` runs agents with its `command` (a
+    string split as a shell would, no shell; or a list), which reaches each run through the
+    gateway; any other type runs them in fw's own model loop."""
 
     type: str = Field(min_length=1)
-    command: str | None = None
+    command: str | list[Annotated[str, Field(min_length=1)]] | None = None
     capabilities: HarnessCapabilities = Field(default_factory=HarnessCapabilities)
     permissions: HarnessPermissions = Field(default_factory=HarnessPermissions)
     description: str | None = None
+
+    @model_validator(mode="after")
+    def _external_has_a_command(self) -> Harness:
+        if self.type != "external":
+            return self
+        try:
+            argv = shlex.split(self.command) if isinstance(self.command, str) else list(self.command or [])
+        except ValueError:
+            raise ValueError("command has an unclosed quote") from None
+        if not argv:
+            raise ValueError("a harness of type external needs a command: the program that runs its agents")
+        return self
 
 
 class Execution(Strict):

@@ -27,6 +27,10 @@ _MIN_LEN = 6  # shorter values would mangle ordinary words; no real key is that 
 MIN_KEY_LEN = 8  # a key given to fw: shorter cannot be told apart from ordinary text
 RETIRED = f"{SECRETS_DIR}/.retired.json"
 MAX_RETIRED = 100  # the most recent values replaced or removed, kept known
+# The shape of a run's gateway token (see domain/runs.py): redacted wherever it shows, in any
+# process, whether or not this one ever saw the token.
+GATEWAY_TOKEN_PREFIX = "fwgt_"
+_TOKEN_SHAPE = re.escape(GATEWAY_TOKEN_PREFIX) + r"[A-Za-z0-9_-]{20,}"
 _known: set[str] = set()
 _pattern: re.Pattern[str] | None = None  # every form of every known value, longest first
 _homes_read: dict[str, tuple[int, ...]] = {}  # home -> the stamp of its secret store when last read
@@ -59,13 +63,14 @@ def _forms(value: str) -> set[str]:
     return forms
 
 
-def _known_pattern() -> re.Pattern[str] | None:
+def _known_pattern() -> re.Pattern[str]:
     global _pattern
-    if _pattern is None and _known:
+    pattern = _pattern
+    if pattern is None:
         values = tuple(_known)  # a copy: a dispatcher's other threads may remember more meanwhile
         forms = sorted({form for value in values for form in _forms(value)}, key=len, reverse=True)
-        _pattern = re.compile("|".join(map(re.escape, forms)))
-    return _pattern
+        pattern = _pattern = re.compile("|".join([*map(re.escape, forms), _TOKEN_SHAPE]))
+    return pattern
 
 
 def remember_home(home: Home) -> None:
@@ -113,13 +118,15 @@ def stored(home: Home) -> list[tuple[str, str]]:
 
 def known_in(text: str) -> bool:
     """Whether `text` holds any remembered secret value, in any of its forms."""
-    pattern = _known_pattern()
-    return pattern is not None and pattern.search(text) is not None
+    if not _known and GATEWAY_TOKEN_PREFIX not in text:
+        return False
+    return _known_pattern().search(text) is not None
 
 
 def redact(text: str) -> str:
-    pattern = _known_pattern()
-    return text if pattern is None else pattern.sub(REDACTED, text)
+    if not _known and GATEWAY_TOKEN_PREFIX not in text:
+        return text  # the common case, kept cheap: nothing known, no token
+    return _known_pattern().sub(REDACTED, text)
 
 
 def refuse(home: Home, fields: dict[str, Any], hint: str = "leave the key out") -> None:

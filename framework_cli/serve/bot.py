@@ -16,15 +16,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from ..domain.bots import load_bot
 from ..engine.event_workers import EventWorkers
+from ..engine.handling import handle_event
 from ..errors import FwError
 from ..home.store import Home
 from ..platform.adapters import onebot
+from .gateway import run_gateway
 from .http import bind, is_loopback, parse_listen, serve, url_host
 
 OnRecord = Callable[[dict[str, Any]], None]
@@ -162,7 +165,9 @@ def serve_bot(home: Home, name: str, listen: str, workers: int, on_record: OnRec
         raise FwError("invalid", f"bot {name!r} uses the {bot['adapter']} adapter; `fw bot serve` is for onebot bots",
                       f"a local bot's users speak with `fw bot local say {name} --from USER TEXT`")
     host, port = parse_listen(listen)
-    pool = EventWorkers(home, name, workers, on_record)  # checks --workers before the port is taken
+    # an external runner's run gets its own gateway, as with `fw event handle`
+    handle = functools.partial(handle_event, gateway=run_gateway)
+    pool = EventWorkers(home, name, workers, on_record, handle=handle)  # checks --workers before the port is taken
     sock = bind(host, port)
     door = BotDoor(home, name, pool, on_record)
     bound = sock.getsockname()[1]

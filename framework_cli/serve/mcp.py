@@ -10,6 +10,7 @@ why. Calls are answered concurrently. `ToolHandlers` holds what any transport se
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from .. import __version__
@@ -29,18 +30,27 @@ class ToolHandlers:
     thread gets its own `Home` (a home's lock is re-entrant within one object, and must keep
     two threads' writes apart as it keeps two processes' apart)."""
 
-    def __init__(self, home: Home, caller: Caller, sources: Any = None) -> None:
-        self.home, self.caller, self.sources = home, caller, sources
+    def __init__(self, home: Home, caller: Caller, sources: Any = None, via: str | None = None, on_call: Any = None) -> None:
+        # `via`: the front door the audit names (`gateway`, which also serves the asset tools);
+        # `on_call(name, arguments, document, is_error)` hears each call's outcome
+        self.home, self.caller, self.sources, self.via, self.on_call = home, caller, sources, via, on_call
 
     def tools(self) -> list[dict[str, Any]]:
         """The caller's tools as MCP lists them: name, title, description, input schema and
         annotations from fw's risk levels."""
-        return [mcp_tool(t) for t in list_tools(self.home, self.caller)["tools"]]
+        return [mcp_tool(t) for t in list_tools(self.home, self.caller, assets=self.via is not None)["tools"]]
 
     def call(self, name: str, arguments: Any) -> tuple[dict[str, Any], bool]:
         """(the result or error document, whether it is an error); never raises."""
+        doc, is_error = self._call(name, arguments)
+        if self.on_call is not None:
+            self.on_call(name, arguments, doc, is_error)
+        return doc, is_error
+
+    def _call(self, name: str, arguments: Any) -> tuple[dict[str, Any], bool]:
         try:
-            return call_tool(Home(self.home.root), self.caller, name, arguments, self.sources), False
+            return call_tool(Home(self.home.root), self.caller, name, arguments, self.sources, via=self.via,
+                             assets=self.via is not None), False
         except FwError as exc:
             return exc.to_dict(), True
         except Exception as exc:  # never a traceback on the wire
@@ -79,16 +89,22 @@ def _result(doc: dict[str, Any], is_error: bool) -> Any:
 
 
 def build_server(home: Home, caller: Caller, sources: Any = None) -> Any:
+    handlers = ToolHandlers(home, caller, sources)
+    return mcp_server(lambda ctx: handlers)
+
+
+def mcp_server(handlers_for: Callable[[Any], ToolHandlers]) -> Any:
+    """The MCP server of fw's tools; `handlers_for(ctx)` gives the handlers of the request's
+    caller (one caller for stdio, the token's run for the gateway) and may refuse it."""
     import anyio
     import mcp_types as types
     from mcp.server.lowlevel import Server
-
-    handlers = ToolHandlers(home, caller, sources)
 
     async def on_list_tools(ctx: Any, params: Any) -> Any:
         from mcp.shared.exceptions import MCPError
 
         try:
+            handlers = handlers_for(ctx)
             tools = await anyio.to_thread.run_sync(handlers.tools)
         except FwError as exc:  # the run ended or expired while serving: it lists nothing
             raise MCPError(-32000, redact(exc.message), exc.to_dict()) from None
@@ -100,6 +116,10 @@ def build_server(home: Home, caller: Caller, sources: Any = None) -> Any:
 
     async def on_call_tool(ctx: Any, params: Any) -> Any:
         arguments = params.arguments if params.arguments is not None else {}
+        try:
+            handlers = handlers_for(ctx)
+        except FwError as exc:
+            return _result(exc.to_dict(), True)
         doc, is_error = await anyio.to_thread.run_sync(handlers.call, params.name, arguments)
         return _result(doc, is_error)
 

@@ -54,6 +54,7 @@ def record(
     params: Any,
     outcome: str,
     error_code: str | None = None,
+    via: str | None = None,
 ) -> None:
     line = {
         "time": datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
@@ -63,6 +64,7 @@ def record(
         "params": shape(params),
         "outcome": outcome,
         "error": error_code,
+        **({"via": via} if via else {}),  # the front door, when it is not fw's own (`gateway`)
     }
     data = (json.dumps(line, ensure_ascii=False) + "\n").encode("utf-8")
     with home.locked():  # one writer at a time; O_APPEND keeps every line whole

@@ -21,6 +21,7 @@ from ..home.store import Home
 from ..platform.toolset import add_event_tools, granted_tool
 from ..suggest import did_you_mean, hint_with
 from . import audit
+from .assets import GATEWAY, ServiceCalls, asset_tools, offered
 from .registry import MANAGED_RUNTIME, RUN_CALL_CHECKS, TOOL_PREFIX, TOOLS, group_tools
 from .sources import RunSources, list_mcp_tools, skill_description, skill_text
 
@@ -138,14 +139,37 @@ def caller_for(home: Home, manager: bool, run_id: str | None) -> Caller:
     return Caller("run", run_id=resolve_run_id(home, run_id) if RUN_ID_PART_RE.fullmatch(run_id or "") else run_id)
 
 
-def list_tools(home: Home, caller: Caller) -> dict[str, Any]:
-    """The tools a caller has: every tool for the Manager, the snapshot's tools for a run."""
+def list_tools(home: Home, caller: Caller, *, assets: bool = False) -> dict[str, Any]:
+    """The tools a caller has: every tool for the Manager, the snapshot's tools for a run (and,
+    through the gateway, the asset tools its harness permits)."""
 
     if caller.is_manager:
         return {"tools": [describe(t, t.name) for t in manager_tools()]}
     run = active_run(home, caller.run_id)  # type: ignore[arg-type]  # an ended run lists nothing, as it calls nothing
     _still_may_act(home, run, "", {})
-    return {"tools": [describe(_granted(home, run, n, None), n) for n in run["tools"]]}
+    tools = [describe(_granted(home, run, n, None), n) for n in run["tools"]]
+    if assets:
+        gateway = _asset_tools(None)
+        tools += [describe(gateway[n], n) for n in offered(run)]
+    return {"tools": tools}
+
+
+def check_run(home: Home, run: dict[str, Any]) -> None:
+    """Whether a run may still act, beyond its record (its session open, its task its own)."""
+    _still_may_act(home, run, "", {})
+
+
+def _describe_granted(home: Home, run: dict[str, Any], name: str) -> dict[str, Any]:
+    return describe(_granted(home, run, name, None), name)
+
+
+def _asset_tools(sources: Any) -> dict[str, Tool]:
+    """The gateway's asset tools for one call; `fw_call_tool` calls through `call_tool` again,
+    audited as the gateway's, with the caller's open MCP connections."""
+    return asset_tools(ServiceCalls(
+        describe=_describe_granted,
+        call=lambda home, caller, name, args: call_tool(home, caller, name, args, sources, via=GATEWAY),
+    ))
 
 
 def _still_may_act(home: Home, run: dict[str, Any], name: str, args: Any) -> None:
@@ -207,8 +231,10 @@ def _validate_args(tool: Tool, args: Any) -> None:
         raise FwError("invalid", f"{tool.name}: {where}: {message}", hint, field=where, **suggestion)
 
 
-def call_tool(home: Home, caller: Caller, name: str, args: Any, sources: Any = None) -> dict[str, Any]:
-    """Authorise, validate and run one call; audit it whatever happens."""
+def call_tool(home: Home, caller: Caller, name: str, args: Any, sources: Any = None, *, via: str | None = None,
+              assets: bool = False) -> dict[str, Any]:
+    """Authorise, validate and run one call; audit it whatever happens. `via` names the front
+    door in the audit (`gateway`); with `assets`, the gateway's asset tools may be called too."""
 
     run_id = caller.run_id
     try:
@@ -226,7 +252,9 @@ def call_tool(home: Home, caller: Caller, name: str, args: Any, sources: Any = N
             run = load_run(home, run_id)  # type: ignore[arg-type]  # re-read: ended or expired since?
             caller = Caller("run", run_id, run)  # a refusal below is audited as the run's identity
             require_active(run)
-            if name not in run["tools"]:
+            if assets and name in offered(run):
+                tool = _asset_tools(sources)[name]
+            elif name not in run["tools"]:
                 suggestion = did_you_mean(name, run["tools"])
                 raise FwError(
                     "denied",
@@ -234,7 +262,8 @@ def call_tool(home: Home, caller: Caller, name: str, args: Any, sources: Any = N
                     hint_with(suggestion, "a run gets the tools of the groups its agent mounted when it started, if its model can call tools"),
                     **suggestion,
                 )
-            tool = _granted(home, run, name, sources)
+            else:
+                tool = _granted(home, run, name, sources)
         if not caller.is_manager:
             _still_may_act(home, caller.run, name, args)  # type: ignore[arg-type]
         try:
@@ -245,10 +274,10 @@ def call_tool(home: Home, caller: Caller, name: str, args: Any, sources: Any = N
         result = tool.handler(home, caller, args)
     except FwError as exc:
         outcome = "refused" if exc.code in REFUSALS else "error"
-        audit.record(home, caller=caller.identity, run_id=run_id, tool=name, params=args, outcome=outcome, error_code=exc.code)
+        audit.record(home, caller=caller.identity, run_id=run_id, tool=name, params=args, outcome=outcome, error_code=exc.code, via=via)
         raise
     except Exception:
-        audit.record(home, caller=caller.identity, run_id=run_id, tool=name, params=args, outcome="error", error_code="internal")
+        audit.record(home, caller=caller.identity, run_id=run_id, tool=name, params=args, outcome="error", error_code="internal", via=via)
         raise
-    audit.record(home, caller=caller.identity, run_id=run_id, tool=name, params=args, outcome="ok")
+    audit.record(home, caller=caller.identity, run_id=run_id, tool=name, params=args, outcome="ok", via=via)
     return result

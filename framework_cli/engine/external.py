@@ -1,0 +1,124 @@
+"""The external runner: a program that runs an agent itself (a coding agent CLI, a workflow
+engine, any program that speaks MCP), named by a harness of type `external`.
+
+For one run it gets the run's own gateway on an ephemeral loopback port, and is started in the
+run's working folder with only PATH, HOME, LANG, TERM, FW_GATEWAY_URL, FW_GATEWAY_TOKEN and
+FW_RUN_ID in its environment and the input text on standard input. Its standard output,
+trimmed, is the answer. It runs under the process supervisor: at the timeout, and when it
+exits, everything it started is stopped, so nothing it started outlives the run. fw calls no
+model for such a run.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import FwError
+from ..home.secrets import redact
+from ..home.store import Home
+from ..runtime.supervisor import run_supervised
+from ..tools.service import REFUSALS
+
+DEFAULT_RUNNER_TIMEOUT = 600.0
+KEPT_ENV = ("PATH", "HOME", "LANG", "TERM")
+OUTPUT_KEPT = 1 << 20  # bytes of the runner's standard output kept: the answer
+STDERR_TAIL = 2000  # characters of its standard error an error shows (the end, where the reason is)
+
+# What serves one run's gateway while its runner works: (home, run id, the run's open MCP
+# connections, on_call) -> a context that yields the gateway's URL. It is a network door
+# (serve/), so the CLI hands it in; `on_call(name, arguments, document, is_error)` hears each call.
+OnCall = Callable[[str, Any, dict[str, Any], bool], None]
+GatewayStarter = Callable[[Home, str, Any, OnCall], AbstractContextManager[str]]
+
+
+@dataclass
+class RunJob:
+    """What a runner works on: the run (its record and token, its open MCP connections), the
+    input text and the earlier messages of its conversation."""
+
+    home: Home
+    record: dict[str, Any]
+    token: str
+    sources: Any
+    message: str
+    history: list[dict[str, Any]] | None = None
+    on_event: Callable[[dict[str, Any]], None] | None = None
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+
+
+class ExternalRunner:
+    def __init__(self, gateway: GatewayStarter | None, timeout: float) -> None:
+        self.gateway, self.timeout = gateway, timeout
+
+    def run(self, job: RunJob) -> dict[str, Any]:
+        record = job.record
+        argv = (record.get("runner") or {}).get("command") or []
+        if self.gateway is None:
+            raise FwError("unavailable", "this command cannot serve the gateway an external runner needs",
+                          "run the agent with `fw agent run`, `fw dispatch` or `fw event handle`", reason="runner")
+        if not argv:
+            raise FwError("invalid", "the run's harness has no command", "give the harness a command", reason="runner")
+        _check_folder(record["directory"])
+        guard = threading.Lock()
+
+        def heard(name: str, arguments: Any, doc: dict[str, Any], is_error: bool) -> None:
+            call = _tool_call(name, arguments, doc, is_error)
+            with guard:
+                job.tool_calls.append(call)
+            if job.on_event:
+                job.on_event({"type": "tool_call", **call})
+
+        with self.gateway(job.home, record["run_id"], job.sources, heard) as url:
+            env = {k: os.environ[k] for k in KEPT_ENV if k in os.environ}
+            env.update(FW_GATEWAY_URL=url, FW_GATEWAY_TOKEN=job.token, FW_RUN_ID=record["run_id"])
+            done = _start(argv, record["directory"], env, self.timeout, job.message)
+        if done.timed_out:
+            raise FwError("unavailable", f"the external runner did not finish within {self.timeout:g} s; it and everything it started were stopped",
+                          "give it longer with --timeout SECONDS, or look at what it waits for", reason="runner", timed_out=True)
+        if done.exit_code != 0:
+            tail = redact(done.stderr.decode("utf-8", errors="replace"))[-STDERR_TAIL:].strip()
+            raise FwError("unavailable", f"the external runner exited with status {done.exit_code}" + (f": {tail}" if tail else ""),
+                          "its standard error (the end of it is shown) says why", reason="runner", exit_code=done.exit_code,
+                          stderr=tail)
+        answer = redact(done.stdout.decode("utf-8", errors="replace")).strip()
+        return {"run_id": record["run_id"], "status": "completed", "answer": answer, "rounds": 0,
+                "finish_reason": "stop", "tool_calls": list(job.tool_calls), "runner": "external"}
+
+
+def _start(argv: list[str], folder: str, env: dict[str, str], timeout: float, text: str) -> Any:
+    try:
+        return run_supervised(argv, cwd=folder, env=env, timeout=timeout, stdin=text.encode("utf-8"), keep=OUTPUT_KEPT)
+    except (FileNotFoundError, NotADirectoryError):
+        raise FwError("unavailable", f"the external runner's program {argv[0]!r} was not found",
+                      "give the harness a command whose program is on PATH, or a path", reason="runner") from None
+    except PermissionError:
+        raise FwError("unavailable", f"the external runner's program {argv[0]!r} may not be run (permission denied)",
+                      "check the file's permissions", reason="runner") from None
+    except ValueError:
+        raise FwError("invalid", "the harness's command holds a NUL character", "give it plain text", reason="runner") from None
+    except OSError as exc:
+        raise FwError("unavailable", f"the external runner could not be started: {exc.strerror}", "check the harness's command",
+                      reason="runner") from None
+
+
+def _check_folder(directory: str) -> None:
+    if not os.path.isdir(directory):
+        raise FwError("not_found", "the run's working folder (its binding's directory) is missing or not a folder",
+                      "create it, or give the binding another with `fw binding set PRINCIPAL --agent AGENT --directory DIR`",
+                      field="directory")
+
+
+def _tool_call(name: str, arguments: Any, doc: dict[str, Any], is_error: bool) -> dict[str, Any]:
+    """One call the runner made through the gateway, as `fw agent run` lists tool calls (a
+    call through fw_call_tool by the name of the tool it called)."""
+    if name == "fw_call_tool" and isinstance(arguments, dict) and isinstance(arguments.get("tool_name"), str):
+        name = arguments["tool_name"]
+    if not is_error:
+        return {"name": name, "outcome": "ok"}
+    code = (doc.get("error") or {}).get("code", "internal")
+    return {"name": name, "outcome": "refused" if code in REFUSALS else "error", "error": code}
