@@ -30,7 +30,7 @@ BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
 sys.path.insert(0, str(BENCH.parent / "tests"))
 
-from delete_plan import fw_path, timed  # noqa: E402
+from _common import fw_path, timed  # noqa: E402
 from fakes.chat_server import ChatServer  # noqa: E402
 
 LLM_TOOL = "def list_agents() -> str:\n    \"Names of the agents.\"\n    return 'a'\n"

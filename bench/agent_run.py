@@ -21,7 +21,7 @@ BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
 sys.path.insert(0, str(BENCH.parent / "tests"))
 
-from delete_plan import fw_path, timed  # noqa: E402
+from _common import fw_path, timed  # noqa: E402
 from fakes.chat_server import ChatServer  # noqa: E402
 
 

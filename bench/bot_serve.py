@@ -26,7 +26,7 @@ sys.path.insert(0, str(BENCH))
 sys.path.insert(0, str(BENCH.parent / "tests"))
 
 import httpx  # noqa: E402
-from delete_plan import fw_path, timed  # noqa: E402
+from _common import fw_path, timed  # noqa: E402
 from fakes.chat_server import ChatServer  # noqa: E402
 from fakes.onebot_server import OneBotServer, group_message, signed  # noqa: E402
 

@@ -12,54 +12,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import shutil
-import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-
-
-def build_home(root: Path, agents: int) -> int:
-    fw = fw_path()
-    subprocess.run([fw, "home", "init", str(root)], check=True, stdout=subprocess.DEVNULL)
-    providers = ["big"] + [f"prov{i}" for i in range(9)]
-    for p in providers:
-        (root / f"providers/default/{p}.yaml").write_text(f"base_url: https://{p}.example.test/v1\napi_key_env: KEY_{p.upper()}\n")
-    models = []
-    for i in range(50):
-        provider = "big" if i < 2 else providers[1 + i % 9]
-        name = f"model{i:02d}"
-        models.append(name)
-        (root / f"models/default/{name}.yaml").write_text(f"provider: {provider}\nmodel_id: m-{i}\ncapabilities:\n  tool_call: true\n")
-    dependents = 0
-    for i in range(agents):
-        model = models[i % 50]
-        if model in ("model00", "model01") and dependents >= 200:
-            model = models[2 + i % 48]
-        if model in ("model00", "model01"):
-            dependents += 1
-        (root / f"agents/default/agent{i:05d}.yaml").write_text(
-            f"description: agent number {i}\nmodel: {model}\nprompt: default\nbuiltin_tools: []\n"
-        )
-    return dependents
-
-
-def fw_path() -> str:
-    found = shutil.which("fw", path=os.path.dirname(sys.executable)) or shutil.which("fw")
-    if not found:
-        sys.exit("fw is not installed in this environment: pip install -e .")
-    return found
-
-
-def timed(cmd: list[str]) -> tuple[float, bytes]:
-    start = time.perf_counter()
-    out = subprocess.run(cmd, check=True, stdout=subprocess.PIPE).stdout
-    return time.perf_counter() - start, out
+from _common import build_home, copy_sample, fw_path, medians, timed  # noqa: E402
 
 
 def main() -> None:
@@ -71,7 +28,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         big = Path(tmp) / "big"
         sample = Path(tmp) / "sample"
-        shutil.copytree(REPO / "sample_home", sample, ignore=shutil.ignore_patterns(".index*", ".lock"))
+        copy_sample(sample)
         start = time.perf_counter()
         dependents = build_home(big, args.agents)
         built = time.perf_counter() - start
@@ -81,11 +38,7 @@ def main() -> None:
         cold, out = timed(plan_cmd)
         plan = json.loads(out)["plan"]
         timed(list_cmd)
-        plan_times, list_times = [], []
-        for _ in range(args.runs):
-            plan_times.append(timed(plan_cmd)[0])
-            list_times.append(timed(list_cmd)[0])
-    plan_med, list_med = statistics.median(plan_times), statistics.median(list_times)
+        plan_med, list_med = medians([plan_cmd, list_cmd], args.runs)
     print(f"home: {args.agents} agents, 50 models, 10 providers (built in {built:.1f} s)")
     print(f"plan size: {len(plan)} items ({dependents} dependent agents, 2 models, 1 provider)")
     print(f"plan, first run (cold index):     {cold * 1000:8.1f} ms")

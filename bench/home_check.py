@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -24,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from delete_plan import REPO, build_home, fw_path  # noqa: E402
+from _common import build_home, copy_sample, fw_path, medians  # noqa: E402
 
 
 def check(cmd: list[str]) -> tuple[float, dict]:
@@ -45,18 +43,14 @@ def main() -> None:
     fw = fw_path()
     with tempfile.TemporaryDirectory() as tmp:
         big, sample = Path(tmp) / "big", Path(tmp) / "sample"
-        shutil.copytree(REPO / "sample_home", sample, ignore=shutil.ignore_patterns(".index*", ".lock"))
+        copy_sample(sample)
         build_home(big, args.agents)
         time.sleep(2.1)  # files changed in the last 2 s are never cached: let the home settle
         big_cmd = [fw, "--home", str(big), "home", "check", "--json"]
         small_cmd = [fw, "--home", str(sample), "home", "check", "--json"]
         cold, doc = check(big_cmd)
         check(small_cmd)
-        big_times, small_times = [], []
-        for _ in range(args.runs):
-            big_times.append(check(big_cmd)[0])
-            small_times.append(check(small_cmd)[0])
-    big_med, small_med = statistics.median(big_times), statistics.median(small_times)
+        big_med, small_med = medians([big_cmd, small_cmd], args.runs, check)
     print(f"home: {doc['counts'].get('agent')} agents, 50 models, 10 providers; ok: {doc['ok']}")
     print(f"big home, first check (cold index): {cold * 1000:8.1f} ms")
     print(f"big home, median of {args.runs} (warm index): {big_med * 1000:8.1f} ms")

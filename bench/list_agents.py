@@ -12,8 +12,6 @@ large home, which builds its index (the cold listing)."""
 from __future__ import annotations
 
 import argparse
-import shutil
-import statistics
 import sys
 import tempfile
 import time
@@ -21,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from delete_plan import REPO, build_home, fw_path, timed  # noqa: E402
+from _common import build_home, copy_sample, fw_path, medians, timed  # noqa: E402
 
 
 def main() -> None:
@@ -32,7 +30,7 @@ def main() -> None:
     fw = fw_path()
     with tempfile.TemporaryDirectory() as tmp:
         big, sample = Path(tmp) / "big", Path(tmp) / "sample"
-        shutil.copytree(REPO / "sample_home", sample, ignore=shutil.ignore_patterns(".index*", ".lock"))
+        copy_sample(sample)
         build_home(big, args.agents)
         time.sleep(2.1)  # files changed in the last 2 s are never cached: let the home settle
         big_cmd = [fw, "--home", str(big), "resource", "list", "agent", "--json"]
@@ -40,11 +38,7 @@ def main() -> None:
         cold, out = timed(big_cmd)
         listed = out.count(b'"name"')
         timed(small_cmd)
-        big_times, small_times = [], []
-        for _ in range(args.runs):
-            big_times.append(timed(big_cmd)[0])
-            small_times.append(timed(small_cmd)[0])
-    big_med, small_med = statistics.median(big_times), statistics.median(small_times)
+        big_med, small_med = medians([big_cmd, small_cmd], args.runs)
     print(f"home: {args.agents} agents ({listed} listed), 50 models, 10 providers")
     print(f"big home, first listing (cold index): {cold * 1000:8.1f} ms")
     print(f"big home, median of {args.runs} (warm index):  {big_med * 1000:8.1f} ms")

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import sqlite3
 import statistics
 import subprocess
@@ -28,7 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from delete_plan import REPO, fw_path, timed  # noqa: E402
+from _common import copy_sample, fw_path, timed  # noqa: E402
 
 
 def usage(cmd: list[str]) -> tuple[float, float, int]:
@@ -82,7 +81,7 @@ def main() -> None:
     os.environ.pop("FW_JSON", None)
     with tempfile.TemporaryDirectory() as tmp:
         home, sample = Path(tmp) / "home", Path(tmp) / "sample"
-        shutil.copytree(REPO / "sample_home", sample, ignore=shutil.ignore_patterns(".index*", ".lock"))
+        copy_sample(sample)
         build_session(fw, home, args.messages)
         human_cmd = [fw, "--home", str(home), "message", "list", "s1"]
         json_cmd = [*human_cmd, "--json"]

@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import statistics
 import sys
 import tempfile
@@ -24,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from delete_plan import REPO, fw_path, timed  # noqa: E402
+from _common import copy_sample, fw_path, timed  # noqa: E402
 
 
 def build_session_home(fw: str, home: str) -> None:
@@ -60,7 +59,7 @@ def main() -> None:
     os.environ.pop("FW_JSON", None)
     with tempfile.TemporaryDirectory() as tmp:
         home, sample = Path(tmp) / "home", Path(tmp) / "sample"
-        shutil.copytree(REPO / "sample_home", sample, ignore=shutil.ignore_patterns(".index*", ".lock"))
+        copy_sample(sample)
         build_session_home(fw, str(home))
         settle(home)
         post_cmd = [fw, "--home", str(home), "message", "post", "s1", "--as", "alice", "hello @ops"]

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import statistics
 import sys
 import tempfile
@@ -21,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from delete_plan import REPO, fw_path, timed  # noqa: E402
+from _common import copy_sample, fw_path, timed  # noqa: E402
 from message_post import build_session_home, settle  # noqa: E402
 
 
@@ -33,7 +32,7 @@ def main() -> None:
     os.environ.pop("FW_JSON", None)
     with tempfile.TemporaryDirectory() as tmp:
         home, sample = Path(tmp) / "home", Path(tmp) / "sample"
-        shutil.copytree(REPO / "sample_home", sample, ignore=shutil.ignore_patterns(".index*", ".lock"))
+        copy_sample(sample)
         build_session_home(fw, str(home))
         settle(home)
         explicit = [fw, "--home", str(home), "run", "start", "--agent", "a", "--json"]

@@ -17,7 +17,9 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import copy_sample  # noqa: E402
 
 
 def timed(cmd: list[str], runs: int, env: dict[str, str]) -> list[float]:
@@ -40,7 +42,7 @@ def main() -> None:
     env.pop("FW_JSON", None)
     with tempfile.TemporaryDirectory() as tmp:
         home = Path(tmp) / "sample_home"
-        shutil.copytree(REPO / "sample_home", home, ignore=shutil.ignore_patterns(".index*", ".lock"))
+        copy_sample(home)
         fw_cmd = [fw, "--home", str(home), "resource", "list", "agent", "--json"]
         base_cmd = [sys.executable, "-c", "import typer"]
         cold = timed(fw_cmd, 1, env)[0]  # the first run builds the index
