@@ -521,10 +521,12 @@ async def _exited(process: Any, seconds: float) -> bool:
     import anyio
 
     deadline = anyio.current_time() + seconds
+    pause = 0.001  # most servers exit at once when their stdin closes: look again soon, then less often
     while process.returncode is None:
         if anyio.current_time() >= deadline:
             return False
-        await anyio.sleep(0.02)
+        await anyio.sleep(pause)
+        pause = min(pause * 2, 0.02)
     return True
 
 

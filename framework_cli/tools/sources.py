@@ -17,7 +17,7 @@ from ..domain.runs import freeze, frozen_part
 from ..errors import FwError
 from ..home import secrets
 from ..home.kinds import KINDS
-from ..home.records import find_one, parse_text, validate_stored
+from ..home.records import read_definition
 from ..home.store import Home
 from ..runtime.mcp_client import McpConnections, ServerSpec, capped, check_hint
 
@@ -32,10 +32,7 @@ def server_spec(home: Home, name: str, cwd: str | None, frozen: dict[str, Any]) 
         raise FwError("invalid", frozen["error"], f"fix the mcp (`fw resource read mcp {name}`), then start a new run")
     plain, env, headers = frozen["data"], {}, {}
     try:
-        spec = KINDS["mcp"]
-        _, rel = find_one(home, spec, name)
-        data, _ = parse_text(spec, home.read_text(rel) or "", rel)
-        now = validate_stored(spec, name, data, rel)
+        _, now, _ = read_definition(home, KINDS["mcp"], name)  # through the index: unchanged, it is not parsed again
         env, headers = dict(now.get("env") or {}), dict(now.get("headers") or {})
     except FwError:
         pass  # removed or damaged since the run started: it still has what it was started with
