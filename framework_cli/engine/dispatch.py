@@ -109,8 +109,9 @@ class Dispatcher:
                 while not self.stopping.is_set():
                     seen = work.generation()
                     self._forget_finished()
+                    running = bool(self._threads)  # before looking: work that ends while we look may add more
                     started = self._start_what_fits(store)
-                    if once and not started and not self._threads:
+                    if once and not started and not running:
                         break  # nothing more this dispatcher can claim (another may be running the rest)
                     work.wait(seen, POLL_SECONDS)
                 self._join()
