@@ -84,7 +84,7 @@ def snapshot(home: Path) -> dict[str, tuple[bytes, int, int]]:
     out = {}
     for path in sorted(home.rglob("*")):
         rel = path.relative_to(home).as_posix()
-        if rel.split("/", 1)[0] in (".index", ".index.json", ".lock"):
+        if rel.split("/", 1)[0] in (".index", ".index.json", ".lock", ".locks"):
             continue
         st = path.stat()
         out[rel] = (path.read_bytes() if path.is_file() else b"<dir>", st.st_mode, st.st_mtime_ns if path.is_file() else 0)
@@ -104,7 +104,7 @@ def home(tmp_path, monkeypatch) -> Path:
 @pytest.fixture
 def sample(tmp_path, monkeypatch) -> Path:
     root = tmp_path / "sample"
-    shutil.copytree(SAMPLE_HOME, root, ignore=shutil.ignore_patterns(".index", ".index.json", ".lock"))
+    shutil.copytree(SAMPLE_HOME, root, ignore=shutil.ignore_patterns(".index", ".index.json", ".lock", ".locks"))
     monkeypatch.setenv("FW_HOME", str(root))
     return root
 

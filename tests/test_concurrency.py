@@ -168,3 +168,46 @@ def test_readers_never_see_a_half_written_file(home):
             body = (home / "prompts/default/p.md").read_text().split("---\n", 2)[2].removesuffix("\n")  # fw ends the file with one
             assert len(set(body)) == 1 and len(body) == 200_000
         future.result()
+
+
+def test_runs_ending_while_prunes_run_are_ended_or_gone_never_brought_back(home):
+    """A run's record has a lock of its own: `fw run end` and `fw run prune` of the same runs
+    at once, in many processes, leave every run ended or pruned, and no pruned record is
+    written back by an end that read it first."""
+    make_basics(with_key=False)
+    runs = [fwj("run", "start", "--agent", "a1", "--lease", "1")["run_id"] for _ in range(16)]
+    time.sleep(1.2)  # every lease has run out: prune may take any of them, an end may still end it
+    env = dict(os.environ, FW_HOME=str(home))
+    commands = [["run", "end", r] for r in runs] + [["run", "prune"] for _ in range(4)]
+    procs = [subprocess.Popen([fw_bin(), *c, "--json"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for c in commands]
+    results = [(p.wait(timeout=120), p.stdout.read(), p.stderr.read()) for p in procs]
+    ends, prunes = results[:len(runs)], results[len(runs):]
+    for code, out, err in ends:  # ended, or already pruned
+        assert code == 0 and json.loads(out)["status"] == "ended" or code == 3 and json.loads(out)["error"]["code"] == "not_found", (out, err)
+    pruned = {r for code, out, err in prunes for r in json.loads(out)["pruned"]}
+    assert all(code == 0 for code, _, _ in prunes)
+    left = {p.stem for p in (home / "runs").glob("run-*.json")}
+    assert not left & pruned, f"pruned records written back: {sorted(left & pruned)}"
+    assert {r["status"] for r in fwj("run", "list")["runs"]} <= {"ended"}
+    assert left | pruned == set(runs)
+
+
+def test_runs_start_and_end_while_another_process_holds_the_homes_lock(home):
+    """Run records are not configuration: a run starts and ends while a write of the home's
+    files (another fw process, here a held `.lock`) is in progress."""
+    import fcntl
+
+    make_basics(with_key=False)
+    fd = os.open(home / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        env = dict(os.environ, FW_HOME=str(home))
+        started = subprocess.run([fw_bin(), "run", "start", "--agent", "a1", "--quiet"], env=env, capture_output=True,
+                                 text=True, timeout=60)
+        assert started.returncode == 0, started.stderr
+        ended = subprocess.run([fw_bin(), "run", "end", started.stdout.strip(), "--json"], env=env, capture_output=True,
+                               text=True, timeout=60)
+        assert ended.returncode == 0 and json.loads(ended.stdout)["status"] == "ended", ended.stderr
+    finally:
+        os.close(fd)

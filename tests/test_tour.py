@@ -50,7 +50,7 @@ def fresh_checkout(tmp_path: Path) -> Path:
         pytest.skip("fw is not installed in a virtual environment")
     checkout = tmp_path / "checkout"
     checkout.mkdir()
-    shutil.copytree(SAMPLE_HOME, checkout / "sample_home", ignore=shutil.ignore_patterns(".index*", ".lock"))
+    shutil.copytree(SAMPLE_HOME, checkout / "sample_home", ignore=shutil.ignore_patterns(".index*", ".lock", ".locks"))
     (checkout / ".venv").symlink_to(venv)
     return checkout
 

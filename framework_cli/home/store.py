@@ -2,8 +2,10 @@
 
 Every write takes the home's lock (a separate `.lock` file), writes a temp file beside its
 target, fsyncs it and `os.replace`s it over the target, so a killed process leaves the old
-file or the new one. Names starting with "." belong to fw (lock, index, temp files) and are
-never resources.
+file or the new one. A run's record is written under a lock of its own instead (one of the
+files of `.locks/`), so that many runs start and end at once, each waiting only for the
+writers of its own record. Names starting with "." belong to fw (locks, index, temp files)
+and are never resources.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import json
 import os
 import shlex
 import time
+import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -24,6 +27,8 @@ from .kinds import DEFAULT_CATEGORY, KINDS, KindSpec
 INDEXED_FOLDERS = frozenset(spec.folder for spec in KINDS.values())
 
 LOCK_FILE = ".lock"
+RECORD_LOCKS_DIR = ".locks"  # the locks of records written without the home's lock (runs)
+RECORD_LOCKS = 64  # records share these by the hash of their path: two seldom wait for each other
 INDEX_DIR = ".index"  # one file a kind's folder (agents.json, ...), so a listing decodes only its kind
 LEGACY_INDEX_FILE = ".index.json"  # the single index of earlier versions, removed when the new one is written
 INDEX_VERSION = 5
@@ -60,6 +65,7 @@ class Home:
         self._root = str(self.root)
         self._lock_depth = 0
         self._lock_fd: int | None = None
+        self._record_locks: dict[int, list[int]] = {}  # lock number -> [its descriptor, depth]
         self._indexes: dict[str, dict[str, Any]] = {}  # index name -> {relative path: [stamp, entry]}
         self._dirty_indexes: set[str] = set()
         self._trusted_indexes: set[str] = set()  # read as fw wrote them: no entry needs checking
@@ -103,6 +109,44 @@ class Home:
                 os.close(self._lock_fd)  # closing releases the flock
                 self._lock_fd = None
 
+    @staticmethod
+    def _record_lock_of(rel: str) -> int:
+        return zlib.crc32(rel.encode("utf-8")) % RECORD_LOCKS
+
+    @contextmanager
+    def record_locked(self, rel: str) -> Iterator[None]:
+        """Serialise the writers of one record file (a run's) across threads and processes
+        without the home's lock: the start and end of a run wait only for writers of the same
+        record (or, seldom, of one that shares its lock). Re-entrant within this Home. Code
+        that takes the home's lock as well takes it first (`fw run prune`), so none waits
+        for the other in turn."""
+        import fcntl
+
+        number = self._record_lock_of(rel)
+        held = self._record_locks.get(number)
+        if held is None:
+            folder = self.root / RECORD_LOCKS_DIR
+            try:
+                folder.mkdir(exist_ok=True)
+                fd = os.open(folder / f"{number:02d}", os.O_RDWR | os.O_CREAT, 0o644)
+            except OSError as exc:
+                raise FwError("corrupt", f"cannot lock {rel}: {exc.strerror or type(exc).__name__}",
+                              "check that the home's folders are folders fw may write (`fw home check`)", path=rel) from None
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            except BaseException:
+                os.close(fd)
+                raise
+            held = self._record_locks[number] = [fd, 0]
+        held[1] += 1
+        try:
+            yield
+        finally:
+            held[1] -= 1
+            if held[1] == 0:
+                del self._record_locks[number]
+                os.close(held[0])  # closing releases the flock
+
     # -- dry runs: every write is recorded instead of made -------------------------------
     @contextmanager
     def dry_run(self) -> Iterator[list[dict[str, Any]]]:
@@ -127,8 +171,8 @@ class Home:
         if to is not None:
             self._planned[to] = before
 
-    def _require_lock(self) -> None:
-        if self._lock_depth == 0:
+    def _require_lock(self, rel: str | None = None) -> None:
+        if self._lock_depth == 0 and (rel is None or self._record_lock_of(rel) not in self._record_locks):
             raise RuntimeError("home writes must hold the lock")
 
     # -- reading -------------------------------------------------------------------------
@@ -151,7 +195,7 @@ class Home:
     # -- writing -------------------------------------------------------------------------
     def write_text(self, rel: str, text: str, *, secret: bool = False) -> None:
         """Atomically replace `rel` with `text`: temp file, fsync, os.replace, fsync dir."""
-        self._require_lock()
+        self._require_lock(rel)
         if self._planned is not None:
             self._record("write", rel, text, secret=secret)
             return
@@ -203,7 +247,7 @@ class Home:
             os.close(fd)
 
     def remove(self, rel: str) -> None:
-        self._require_lock()
+        self._require_lock(rel)
         if self._planned is not None:
             self._record("remove", rel, None, secret=rel.startswith(SECRETS_DIR + "/"))
             return

@@ -29,6 +29,18 @@ STATE_FILE = "state.db"
 BUSY_TIMEOUT_MS = 60_000  # how long a writer waits for another process's transaction
 
 
+_WRITERS: dict[str, threading.RLock] = {}  # a database's path -> the lock its writers in this process take
+_WRITERS_GUARD = threading.Lock()
+
+
+def _writers(path: str) -> Any:
+    with _WRITERS_GUARD:
+        lock = _WRITERS.get(path)
+        if lock is None:
+            lock = _WRITERS[path] = threading.RLock()
+        return lock
+
+
 def now_iso() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
@@ -89,26 +101,36 @@ class StateStore:
     @contextmanager
     def transaction(self) -> Iterator[StateStore]:
         """All or nothing. The outermost takes the write lock at once (waiting for other
-        writers); an inner one is a savepoint that can fail alone."""
+        writers); an inner one is a savepoint that can fail alone. Writers in this process
+        wait for each other on a lock of the process first: SQLite's own wait for a busy
+        database sleeps for milliseconds at a time, which made a dispatcher's workers slower
+        together than one alone."""
         with self._lock:
+            outermost = self._depth == 0
+            if outermost:
+                _writers(self.path).acquire()
             self._depth += 1
             savepoint = f"sp{self._depth}"
             try:
-                with self._statement():
-                    self.db.execute("BEGIN IMMEDIATE" if self._depth == 1 else f"SAVEPOINT {savepoint}")
-            except BaseException:
-                self._depth -= 1
-                raise
-            try:
-                yield self
-            except BaseException:
-                self._roll_back(savepoint)
-                raise
-            else:
-                with self._statement():
-                    self.db.execute("COMMIT" if self._depth == 1 else f"RELEASE {savepoint}")
+                try:
+                    with self._statement():
+                        self.db.execute("BEGIN IMMEDIATE" if outermost else f"SAVEPOINT {savepoint}")
+                except BaseException:
+                    self._depth -= 1
+                    raise
+                try:
+                    yield self
+                except BaseException:
+                    self._roll_back(savepoint)
+                    raise
+                else:
+                    with self._statement():
+                        self.db.execute("COMMIT" if outermost else f"RELEASE {savepoint}")
+                finally:
+                    self._depth -= 1
             finally:
-                self._depth -= 1
+                if outermost:
+                    _writers(self.path).release()
 
     def _roll_back(self, savepoint: str) -> None:
         """Undo the transaction (or the savepoint) that failed. A database too damaged to roll
@@ -164,8 +186,10 @@ class StateStore:
     def migrate(self) -> None:
         """Apply every migration this database lacks, in order, each with its record."""
 
+        if self.one("PRAGMA user_version")["user_version"] == len(MIGRATIONS):  # type: ignore[index]
+            return  # up to date (each migration run sets it): opening writes nothing
         if self._applied() == {name for name, _ in MIGRATIONS}:
-            return  # up to date: opening writes nothing
+            return
         with self.transaction():
             self.execute("CREATE TABLE IF NOT EXISTS migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
             applied = self._applied()
