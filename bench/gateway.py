@@ -73,8 +73,8 @@ async def _through_gateway(url: str, token: str, calls: int) -> list[float]:
 
 
 def raw_posts(url: str, token: str, calls: int) -> list[float]:
-    """The same call as one JSON-RPC POST each, with urllib: the gateway's own cost, without
-    the MCP client's (httpx over a kept-alive connection waits ~40 ms an exchange on some hosts)."""
+    """The same call as one JSON-RPC POST each, with urllib (a new connection each): the
+    gateway's own cost, without the MCP client's."""
     import urllib.request
 
     headers = {"Authorization": f"Bearer {token}", "Accept": "application/json, text/event-stream",

@@ -254,3 +254,34 @@ def test_a_token_dies_with_its_session(home, tmp_path):
     fwj("dispatch", "--once")
     assert fwj("session", "show", "s1")["session"]["status"] == "ended"
     assert (tmp_path / "status.txt").read_text() == "401"
+
+
+def test_every_door_answers_at_once_on_a_kept_alive_connection():
+    """The sockets fw serves on name their protocol, so asyncio (uvicorn's loop) turns off
+    Nagle's rule on every connection it accepts: a second request on a kept-alive connection
+    is answered at once instead of about 40 ms later, when the client's delayed ACK comes."""
+    import socket
+
+    from framework_cli.serve.http import bind
+
+    async def accepted_options() -> list[int]:
+        seen: asyncio.Future = asyncio.get_running_loop().create_future()
+
+        class Note(asyncio.Protocol):
+            def connection_made(self, transport):
+                sock = transport.get_extra_info("socket")
+                seen.set_result(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+                transport.close()
+
+        listening = bind("127.0.0.1", 0)
+        server = await asyncio.get_running_loop().create_server(Note, sock=listening)
+        try:
+            _, writer = await asyncio.open_connection("127.0.0.1", listening.getsockname()[1])
+            option = await asyncio.wait_for(seen, 10)
+            writer.close()
+        finally:
+            server.close()
+            await server.wait_closed()
+        return option
+
+    assert asyncio.run(accepted_options()) != 0
