@@ -247,6 +247,9 @@ def test_a_signed_http_report_is_answered_through_event_reply_as_one_send_group_
     sends = ob.sent("send_group_msg")
     assert len(sends) == 1 and sends[0]["authorization"] == f"Bearer {TOKEN}"
     assert sends[0]["params"] == {"group_id": 30003, "message": [{"type": "text", "data": {"text": "hello group"}}]}
+    checked, replied = ob.actions[-2:]  # the run's: is the bot online, then the reply, on one kept-alive connection
+    assert (checked["action"], replied["action"]) == ("get_status", "send_group_msg")
+    assert checked["connection"] == replied["connection"]
     assert chat.requests[0]["json"]["messages"][-1]["content"] == "hi"  # the plain text of the segments
     assert [r["why"] for r in serve.seen if r.get("type") == "ignored"][:1] == ["a report that is not JSON"]
     no_token_outside_secrets(home)

@@ -25,6 +25,7 @@ from typing import Any
 
 from ..errors import FwError
 from ..home import secrets
+from ..http_client import http_client
 
 SNIPPET_CHARS = 200  # of an error body shown to the user: enough to read the server's reason
 _STREAMED = "text/event-stream"
@@ -95,44 +96,6 @@ def wire_tool(tool: dict[str, Any]) -> dict[str, Any]:
 
 def wire_tool_call(call: ToolCall) -> dict[str, Any]:
     return {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}}
-
-
-# -- one HTTP client a process -------------------------------------------------------------
-_clients: dict[str, Any] = {}
-_clients_lock = threading.Lock()
-
-
-def http_client(scheme: str) -> Any:
-    """The process's HTTP client for `scheme`, made on first use and kept (a new client for each
-    request would build a TLS context and load the CA bundle every time), so that a run's model
-    calls share kept-alive connections. Plain HTTP gets a client with a bare TLS context it
-    never uses, so it skips loading the CA bundle altogether."""
-    with _clients_lock:
-        client = _clients.get(scheme)
-        if client is None:
-            import ssl
-
-            import httpx
-
-            verify: Any = True if scheme == "https" else ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-            client = _clients[scheme] = httpx.Client(verify=verify, follow_redirects=False, **_transport(verify))
-        return client
-
-
-def _transport(verify: Any) -> dict[str, Any]:
-    """A transport that sends a request's headers and body without waiting: httpx writes them
-    apart, and on a kept-alive connection Nagle's algorithm would hold the body until the
-    server's delayed ACK, some 40 ms a request. Where the environment names a proxy, httpx's
-    own transport is kept, since it reads the proxy from there."""
-    import socket
-    import urllib.request
-
-    import httpx
-
-    if urllib.request.getproxies():
-        return {}
-    nodelay = [(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]
-    return {"transport": httpx.HTTPTransport(verify=verify, socket_options=nodelay)}
 
 
 class _Exchange:

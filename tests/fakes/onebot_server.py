@@ -43,9 +43,10 @@ class Platform:
         self._ids = itertools.count(5001)
         self._lock = threading.Lock()
 
-    def act(self, action: str, params: Any, authorization: str | None = None, echo: Any = None) -> dict[str, Any]:
+    def act(self, action: str, params: Any, authorization: str | None = None, echo: Any = None,
+            connection: Any = None) -> dict[str, Any]:
         with self._lock:
-            self.actions.append({"action": action, "params": params, "authorization": authorization})
+            self.actions.append({"action": action, "params": params, "authorization": authorization, "connection": connection})
             if action in self.answers:
                 return {**self.answers[action], "echo": echo}
             if action == "get_status":
@@ -91,6 +92,7 @@ class OneBotServer(Platform):
 def _handler(platform: OneBotServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        disable_nagle_algorithm = True  # as real servers answer: headers and body without waiting for an ACK
 
         def log_message(self, format: str, *args: Any) -> None:
             pass
@@ -105,7 +107,7 @@ def _handler(platform: OneBotServer) -> type[BaseHTTPRequestHandler]:
                 params = json.loads(raw or b"{}")
             except ValueError:
                 params = None
-            self._send(200, platform.act(self.path.strip("/"), params, authorization))
+            self._send(200, platform.act(self.path.strip("/"), params, authorization, connection=self.client_address))
 
         def _send(self, status: int, doc: dict[str, Any]) -> None:
             data = json.dumps(doc).encode()

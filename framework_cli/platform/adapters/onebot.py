@@ -35,6 +35,7 @@ from ...domain.catalogue import APIS
 from ...errors import FwError
 from ...home import secrets
 from ...home.store import Home
+from ...http_client import http_client
 from ...state.store import StateStore, now_iso
 from .local import DEFAULT_MUTE_SECONDS
 
@@ -116,9 +117,9 @@ class OneBotAdapter:
 
         assert self.url is not None
         headers = {"Authorization": f"Bearer {self._token}"} if self._token else {}
+        http = http_client("https" if self.url.startswith("https:") else "http")  # kept-alive, one TLS context
         try:
-            with httpx.Client(timeout=timeout, follow_redirects=False) as http:
-                response = http.post(f"{self.url.rstrip('/')}/{action}", json=payload, headers=headers)
+            response = http.post(f"{self.url.rstrip('/')}/{action}", json=payload, headers=headers, timeout=timeout)
         except httpx.TimeoutException:
             raise self._failure(action, f"no answer within {timeout:g} s") from None
         except httpx.HTTPError as exc:  # the class name only: an exception's text may quote a header
