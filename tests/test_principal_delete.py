@@ -74,3 +74,14 @@ def test_a_binding_still_blocks_first(home):
     fwj("binding", "set", "bob", "--agent", "a1")
     error = fwj("principal", "delete", "bob", "--recursive", code=6)["error"]
     assert error["code"] == "in_use" and error["items"] == ["binding/bob"]
+
+
+def test_a_delete_says_what_it_did_in_human_mode_too(home):
+    fwj("principal", "create", "carol", "--kind", "user")
+    done = fw("principal", "delete", "carol")
+    assert done.exit_code == 0 and done.stdout.strip() == "Deleted principal carol.", done
+    setup(home)
+    plan = fwj("principal", "delete", "bob", "--recursive")["confirm"]
+    done = fw("principal", "delete", "bob", "--recursive", "--confirm", plan)
+    assert done.exit_code == 0, done
+    assert done.stdout.strip() == "Deleted principal bob with session/s2, memory/bob, bot/desk."

@@ -67,7 +67,8 @@ def delete(
             console.print(f"Plan: {len(doc['plan'])} items will be deleted, in this order: {', '.join(doc['plan'])}")
             console.print("Nothing was deleted. To delete exactly this, run:")
             console.print(f"  fw principal delete {name} --recursive --confirm {doc['confirm']}")
-        else:
-            console.print(f"Deleted principal {name}" + (f" with {', '.join(doc['deleted'][:-1])}." if doc.get("deleted", [])[:-1] else "."))
+        else:  # `deleted` is the confirmed plan, or true when the principal held nothing
+            taken = doc["deleted"][:-1] if isinstance(doc.get("deleted"), list) else []
+            console.print(f"Deleted principal {name}" + (f" with {', '.join(taken)}." if taken else "."))
 
     emit(doc, as_json, human)
