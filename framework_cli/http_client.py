@@ -1,6 +1,7 @@
 """The process's HTTP clients, one for each scheme, shared by everything fw asks over HTTP
-(the model's chat completions, a OneBot implementation's HTTP API). A floor of its own at
-the bottom, beside `errors`: it imports nothing of fw.
+(the model's chat completions, a OneBot implementation's HTTP API), and the reader of
+server-sent events (a streamed model answer, an MCP server's answer over streamable HTTP).
+A floor of its own at the bottom, beside `errors`: it imports nothing of fw.
 
 A client made for each request would build a TLS context and load the CA bundle every time
 (40 to 50 ms), even for plain http://, and would open a new connection too. A shared one keeps
@@ -9,7 +10,9 @@ its connections alive between requests; httpx's client is safe to use from many 
 
 from __future__ import annotations
 
+import codecs
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 _clients: dict[str, Any] = {}
@@ -46,3 +49,56 @@ def _transport(verify: Any) -> dict[str, Any]:
         return {}
     nodelay = [(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]
     return {"transport": httpx.HTTPTransport(verify=verify, socket_options=nodelay)}
+
+
+# -- server-sent events ------------------------------------------------------------------------
+class UnreadableStream(ValueError):
+    """An event stream that is not UTF-8 text."""
+
+
+class SseReader:
+    """Server-sent events as their bytes arrive: `feed` gives the data of each event completed
+    (data lines joined by newlines, as the spec says); lines end with CRLF, LF or CR."""
+
+    def __init__(self) -> None:
+        self._decoder = codecs.getincrementaldecoder("utf-8")()
+        self._partial = ""
+        self._data: list[str] = []
+
+    def feed(self, data: bytes | str) -> list[str]:
+        try:
+            text = data if isinstance(data, str) else self._decoder.decode(data)
+        except UnicodeDecodeError:
+            raise UnreadableStream("the stream is not UTF-8 text") from None
+        text = self._partial + text
+        hold = text.endswith("\r")  # perhaps the first half of a CRLF
+        if hold:
+            text = text[:-1]
+        lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+        self._partial = lines.pop() + ("\r" if hold else "")
+        return [event for line in lines if (event := self._line(line)) is not None]
+
+    def finish(self) -> list[str]:
+        rest = self.feed("\n") if self._partial else []
+        if self._data:
+            rest.append("\n".join(self._data))
+            self._data = []
+        return rest
+
+    def _line(self, line: str) -> str | None:
+        if not line:
+            if self._data:
+                event, self._data = "\n".join(self._data), []
+                return event
+            return None
+        name, _, value = line.partition(":")
+        if name == "data":
+            self._data.append(value[1:] if value.startswith(" ") else value)
+        return None
+
+
+def sse_data(text: str) -> Iterator[str]:
+    """The data of each server-sent event of a whole text."""
+    reader = SseReader()
+    yield from reader.feed(text)
+    yield from reader.finish()

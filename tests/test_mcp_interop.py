@@ -12,6 +12,7 @@ import uuid
 from pathlib import Path
 
 import anyio
+import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
@@ -309,3 +310,51 @@ def test_hints_name_the_run_and_the_server(home):
     before.pop("audit.jsonl", None)
     after.pop("audit.jsonl", None)
     assert after == before  # refusals change nothing
+
+
+# -- streamable HTTP, spoken by fw itself ------------------------------------------------------
+def _http_raw_server(*flags):
+    import socket
+    import time
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, RAW, "--http", str(port), *flags], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return proc, f"http://127.0.0.1:{port}/mcp"
+        except OSError:
+            assert time.monotonic() < deadline and proc.poll() is None, "the raw HTTP server did not start"
+            time.sleep(0.05)
+
+
+@pytest.mark.parametrize("answers", ["json", "sse"])
+def test_over_http_one_malformed_tool_loses_no_other_and_server_questions_are_refused(home, answers):
+    """An HTTP server is read tool by tool, as a stdio one is: a tool whose schema is not one
+    (which the SDK's client refuses the whole list for) is listed as unavailable, the others are
+    offered. Answers come as JSON or as event streams that first ask fw for a model (refused) and
+    send a notification; the session id of the handshake goes on every request."""
+    proc, url = _http_raw_server("--broken", *(["--sse"] if answers == "sse" else []))
+    try:
+        fwj("resource", "write", "mcp", "web", "--create", "--data", json.dumps({"transport": "http", "url": url}))
+        agent(mcps=["web"])
+        run = fwj("run", "start", "--agent", "a1")
+        why = reasons(run)
+        assert why["mcp__web__broken"] == "invalid_schema" and why["mcp__web__stringy"] == "invalid_schema"
+        assert why["mcp__web__a b"] == "invalid_name"
+        assert {"mcp__web__ok", "mcp__web__wipe", "mcp__web__plain", "mcp__web__fails"} <= set(run["tools"])
+        done = tool_call(run["run_id"], "mcp__web__plain", {"text": "hi"})
+        assert done.exit_code == 0 and json.loads(done.stdout)["content"] == ["plain done"], done
+        failed = tool_call(run["run_id"], "mcp__web__fails", {"text": "nope"})
+        assert failed.exit_code == 7 and failed.json["error"]["reason"] == "mcp_tool", failed
+        assert "upstream says no: nope" in failed.json["error"]["message"]
+        if answers == "sse":  # each call's stream asked fw for a model first: fw said it offers none
+            told = json.loads(json.loads(tool_call(run["run_id"], "mcp__web__answers").stdout)["content"][0])
+            assert told and all(a["error"]["code"] == -32601 and "sampling/createMessage" in a["error"]["message"] for a in told)
+            assert len(told) >= 3  # the listing's stream and each call's: every question answered, none left waiting
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)

@@ -18,7 +18,8 @@ import pytest
 from conftest import CANARY
 from fakes.chat_server import ChatServer
 from framework_cli.errors import FwError
-from framework_cli.engine.chat import ChatClient, merge_tool_call_pieces, sse_data
+from framework_cli.engine.chat import ChatClient, merge_tool_call_pieces
+from framework_cli.http_client import sse_data
 from framework_cli.engine.loop import run_loop
 from framework_cli.runtime.mcp_client import McpConnections, ServerSpec
 

@@ -13,7 +13,6 @@ up to twice, after `Retry-After` or a short backoff, as long as the deadline all
 
 from __future__ import annotations
 
-import codecs
 import json
 import queue
 import threading
@@ -25,7 +24,7 @@ from typing import Any
 
 from ..errors import FwError
 from ..home import secrets
-from ..http_client import http_client
+from ..http_client import SseReader, UnreadableStream, http_client
 
 SNIPPET_CHARS = 200  # of an error body shown to the user: enough to read the server's reason
 _STREAMED = "text/event-stream"
@@ -257,7 +256,7 @@ class ChatClient:
         except ServerError as exc:
             raise self._failure(f"{self.url} answered with an error: {self._snippet(exc.detail)}",
                                 _hint_for_error_object(exc.error), 200) from None
-        except UnreadableAnswer as exc:
+        except (UnreadableAnswer, UnreadableStream) as exc:
             raise self._failure(f"{self.url} gave an answer fw cannot read: {exc}",
                                 "is base_url an OpenAI-compatible API (usually ending in /v1)?", 200) from None
         if not reply.content and not reply.tool_calls and not reply.refusal and reply.finish_reason not in EMPTY_IS_AN_ANSWER:
@@ -433,54 +432,6 @@ def joined(pieces: list[str]) -> str:
 
 
 # -- streamed answers ----------------------------------------------------------------------
-class SseReader:
-    """Server-sent events as their bytes arrive: `feed` gives the data of each event completed
-    (data lines joined by newlines, as the spec says); lines end with CRLF, LF or CR."""
-
-    def __init__(self) -> None:
-        self._decoder = codecs.getincrementaldecoder("utf-8")()
-        self._partial = ""
-        self._data: list[str] = []
-
-    def feed(self, data: bytes | str) -> list[str]:
-        try:
-            text = data if isinstance(data, str) else self._decoder.decode(data)
-        except UnicodeDecodeError:
-            raise UnreadableAnswer("the stream is not UTF-8 text") from None
-        text = self._partial + text
-        hold = text.endswith("\r")  # perhaps the first half of a CRLF
-        if hold:
-            text = text[:-1]
-        lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
-        self._partial = lines.pop() + ("\r" if hold else "")
-        return [event for line in lines if (event := self._line(line)) is not None]
-
-    def finish(self) -> list[str]:
-        rest = self.feed("\n") if self._partial else []
-        if self._data:
-            rest.append("\n".join(self._data))
-            self._data = []
-        return rest
-
-    def _line(self, line: str) -> str | None:
-        if not line:
-            if self._data:
-                event, self._data = "\n".join(self._data), []
-                return event
-            return None
-        name, _, value = line.partition(":")
-        if name == "data":
-            self._data.append(value[1:] if value.startswith(" ") else value)
-        return None
-
-
-def sse_data(text: str) -> Iterator[str]:
-    """The data of each server-sent event of a whole text."""
-    reader = SseReader()
-    yield from reader.feed(text)
-    yield from reader.finish()
-
-
 class StreamedReply:
     """The pieces of a streamed answer as they come: the content deltas (heard by `on_text`
     as they arrive), the refusal, the tool-call pieces and the last finish_reason."""

@@ -1,17 +1,18 @@
 """The MCP servers of one run: started (stdio) or connected (http) when the run starts,
 closed when it ends, with a synchronous face for the loop and the tool service.
 
-A stdio server is spoken to directly: fw starts its process (in a process group of its own),
-writes JSON-RPC requests to its stdin and reads its stdout line by line, the MCP stdio
-transport. Reading the messages itself means that one tool with a bad schema, a line that is
-not JSON or a request fw does not serve never loses the whole server, that the last lines of
-the server's stderr can say why it failed, and that a run with stdio servers does not pay the
-SDK's import (over a second). The SDK is used for the streamable HTTP transport only.
+fw speaks both of MCP's transports itself. A stdio server: fw starts its process (in a process
+group of its own, under the supervisor), writes JSON-RPC requests to its stdin and reads its
+stdout line by line. An http server (streamable HTTP): each request is a POST, answered by
+one JSON message or an event stream that carries it, with the session id the handshake gave.
+Reading the messages itself means that one tool with a bad schema, a line that is not JSON or
+a request fw does not serve never loses the whole server, that the last lines of a stdio
+server's stderr can say why it failed, and that a run with MCP servers does not pay the SDK's
+import (over a second). The SDK serves fw's own MCP doors (`fw mcp serve`, the gateway).
 
-The SDK's client is asynchronous and anyio wants a client's context left by the task that
-entered it, so each server is owned by one task, in an event loop that runs in a background
-thread (an anyio blocking portal), from its start to its close. Callers stay synchronous:
-`call` hands the request to that loop and waits.
+Each server is owned by one task, in an event loop that runs in a background thread (an
+anyio blocking portal), from its start to its close. Callers stay synchronous: `call` hands
+the request to that loop and waits.
 
 A server that fails, or does not start, initialise and list its tools within `start_timeout`,
 is recorded in `unavailable` and never raises: the run goes on without its tools.
@@ -35,6 +36,7 @@ from .. import __version__
 from ..errors import FwError, refuse_lone_surrogates, without_lone_surrogates
 from ..home import secrets
 from ..home.secrets import redact
+from ..http_client import SseReader
 from .documents import redact_document
 from .supervisor import helper_command
 
@@ -100,8 +102,6 @@ class McpConnections:
     def __enter__(self) -> McpConnections:
         from anyio.from_thread import start_blocking_portal
 
-        if any(spec.transport == "http" for spec in self.servers):
-            _load_http_sdk()
         self._portal = self._stack.enter_context(start_blocking_portal())
         try:
             self._supervisor, connections = self._portal.start_task(self._supervise)
@@ -254,14 +254,6 @@ class _Connection:
         return self.with_stderr(message)
 
 
-def _load_http_sdk() -> None:
-    """Import the SDK's HTTP client before any server's start timer runs: the import takes a
-    while, and it would block the event loop that the timers run on."""
-    import mcp.client.streamable_http  # noqa: F401
-
-    quiet_sdk_logging()
-
-
 def quiet_sdk_logging() -> None:
     """The SDK logs tracebacks (a line of a server it could not parse, a closed stream) through
     `logging`; none of it may reach fw's terminal, where only fw's own messages go."""
@@ -282,10 +274,8 @@ async def _open(conn: _Connection) -> AsyncIterator[Any]:
         async with _stdio_link(conn) as link:
             yield link
     elif spec.transport == "http":
-        from mcp import Client
-
-        async with Client(_http_transport(spec), client_info=_client_info()) as client:
-            yield _HttpLink(client)
+        async with _http_link(spec) as link:
+            yield link
     else:
         raise FwError("invalid", f"unknown MCP transport {spec.transport!r}", "use stdio or http")
 
@@ -347,7 +337,7 @@ class _RemoteError(Exception):
 
 
 def _is_remote_error(exc: BaseException) -> bool:
-    return isinstance(exc, _RemoteError) or type(exc).__name__ == "MCPError"
+    return isinstance(exc, _RemoteError)
 
 
 class _Waiter:
@@ -359,23 +349,24 @@ class _Waiter:
         self.closed: str | None = None
 
 
-class _StdioLink:
-    """JSON-RPC over a server's stdin and stdout: requests matched to answers by id, requests
-    from the server refused (but ping), notifications and lines that are not JSON ignored."""
+class _Link:
+    """What both transports do with JSON-RPC: the handshake, the tool list page by page (each
+    tool read on its own, so one that is malformed never loses the others), calls, answers
+    told apart from errors, and requests from the server refused (but ping)."""
 
-    def __init__(self, process: Any) -> None:
-        import anyio
+    _ids: Any
 
-        self.process = process
-        self._ids = itertools.count(1)
-        self._pending: dict[int, _Waiter] = {}
-        self._write_lock = anyio.Lock()
-        self.closed: str | None = None
+    async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        raise NotImplementedError
 
-    async def initialize(self) -> None:
-        await self.request("initialize", {"protocolVersion": PROTOCOL_VERSION, "capabilities": {},
-                                          "clientInfo": {"name": "fw", "version": __version__}})
-        await self._send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    async def notify(self, message: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+    async def initialize(self) -> dict[str, Any]:
+        result = await self.request("initialize", {"protocolVersion": PROTOCOL_VERSION, "capabilities": {},
+                                                   "clientInfo": {"name": "fw", "version": __version__}})
+        await self.notify({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        return result
 
     async def list_tools(self) -> list[dict[str, Any]]:
         tools: list[dict[str, Any]] = []
@@ -394,6 +385,45 @@ class _StdioLink:
     async def call_tool(self, name: str, args: dict[str, Any]) -> dict[str, Any]:
         return await self.request("tools/call", {"name": name, "arguments": args})
 
+    @staticmethod
+    def result_of(message: dict[str, Any], method: str) -> dict[str, Any]:
+        """The result of an answer; `_RemoteError` when the server answered with an error."""
+        if "error" in message:
+            error = message["error"]
+            text = error.get("message") if isinstance(error, dict) else None
+            raise _RemoteError(str(text or error))
+        result = message.get("result")
+        if not isinstance(result, dict):
+            raise _LinkError(f"the server's answer to {method} is not a JSON object")
+        return result
+
+    @staticmethod
+    def refusal(request: dict[str, Any]) -> dict[str, Any]:
+        """fw's answer to a request from the server: it offers a server nothing (no sampling,
+        no roots, no elicitation); ping is answered."""
+        if request["method"] == "ping":
+            answer: dict[str, Any] = {"result": {}}
+        else:
+            answer = {"error": {"code": -32601, "message": f"fw does not offer {str(request['method'])[:100]}"}}
+        return {"jsonrpc": "2.0", "id": request["id"], **answer}
+
+
+class _StdioLink(_Link):
+    """JSON-RPC over a server's stdin and stdout: requests matched to answers by id, requests
+    from the server refused (but ping), notifications and lines that are not JSON ignored."""
+
+    def __init__(self, process: Any) -> None:
+        import anyio
+
+        self.process = process
+        self._ids = itertools.count(1)
+        self._pending: dict[int, _Waiter] = {}
+        self._write_lock = anyio.Lock()
+        self.closed: str | None = None
+
+    async def notify(self, message: dict[str, Any]) -> None:
+        await self._send(message)
+
     async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         if self.closed:
             raise _LinkError(self.closed)
@@ -406,14 +436,7 @@ class _StdioLink:
             self._pending.pop(request_id, None)
         if waiter.message is None:
             raise _LinkError(waiter.closed or "Connection closed")
-        if "error" in waiter.message:
-            error = waiter.message["error"]
-            text = error.get("message") if isinstance(error, dict) else None
-            raise _RemoteError(str(text or error))
-        result = waiter.message.get("result")
-        if not isinstance(result, dict):
-            raise _LinkError(f"the server's answer to {method} is not a JSON object")
-        return result
+        return self.result_of(waiter.message, method)
 
     async def _send(self, message: dict[str, Any]) -> None:
         import anyio
@@ -464,13 +487,8 @@ class _StdioLink:
                     waiter.event.set()
 
     async def _refuse(self, request: dict[str, Any]) -> None:
-        """fw offers a server nothing (no sampling, no roots, no elicitation); ping is answered."""
-        if request["method"] == "ping":
-            answer: dict[str, Any] = {"result": {}}
-        else:
-            answer = {"error": {"code": -32601, "message": f"fw does not offer {str(request['method'])[:100]}"}}
         with contextlib.suppress(_LinkError):
-            await self._send({"jsonrpc": "2.0", "id": request["id"], **answer})
+            await self._send(self.refusal(request))
 
     def _close(self, why: str) -> None:
         if self.closed is None:
@@ -543,50 +561,166 @@ def _command_exists(command: str, path: str, cwd: str | None) -> bool:
     return shutil.which(command, path=path) is not None
 
 
-# -- http (the SDK) -------------------------------------------------------------------------
+# -- streamable http -------------------------------------------------------------------------
 @contextlib.asynccontextmanager
-async def _http_transport(spec: ServerSpec) -> AsyncIterator[Any]:
-    # The SDK's HTTP transport runs on httpx2 (not httpx); headers go on the client it is given.
-    import httpx2
-    from mcp.client.streamable_http import streamable_http_client
+async def _http_link(spec: ServerSpec) -> AsyncIterator[_HttpLink]:
+    """A link to a server over MCP's streamable HTTP transport, from its handshake to the end
+    of its session (a DELETE, as the transport asks; a server may refuse it)."""
+    import anyio
+    import httpx
 
     if not spec.url:
         raise FwError("invalid", "an http MCP server needs a url", "set the mcp's url")
-    timeout = httpx2.Timeout(30.0, read=300.0)  # the SDK's defaults: a server may hold a stream open
-    async with httpx2.AsyncClient(headers=spec.headers, timeout=timeout) as http:
-        async with streamable_http_client(spec.url, http_client=http) as streams:
-            yield streams
+    timeout = httpx.Timeout(30.0, read=300.0)  # a server may hold a stream open while a tool works
+    async with httpx.AsyncClient(timeout=timeout, follow_redirects=False) as http:
+        link = _HttpLink(http, spec.url, spec.headers)
+        try:
+            await link.initialize()
+            yield link
+        finally:
+            with anyio.CancelScope(shield=True), anyio.move_on_after(2.0):
+                await link.end_session()
 
 
-def _client_info() -> Any:
-    import mcp_types
+class _HttpLink(_Link):
+    """JSON-RPC over streamable HTTP, spoken directly (not through the SDK, whose import takes
+    over a second and whose client drops a whole tool list for one malformed tool): each
+    request is a POST, answered by one JSON message or by an event stream that carries the
+    answer (and perhaps requests from the server, which are refused, and notifications). The
+    session id the server gives at the handshake goes on every later request."""
 
-    return mcp_types.Implementation(name="fw", version=__version__)
+    def __init__(self, http: Any, url: str, headers: dict[str, str]) -> None:
+        self.http, self.url, self.headers = http, url, dict(headers)
+        self._ids = itertools.count(1)
+        self.session: str | None = None
+        self.version: str | None = None
+
+    async def initialize(self) -> dict[str, Any]:
+        result = await self.request("initialize", {"protocolVersion": PROTOCOL_VERSION, "capabilities": {},
+                                                   "clientInfo": {"name": "fw", "version": __version__}})
+        version = result.get("protocolVersion")
+        self.version = version if isinstance(version, str) and version.isprintable() and len(version) < 40 else PROTOCOL_VERSION
+        await self.notify({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        return result
+
+    async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        request_id = next(self._ids)
+        answer = await self._post({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}, request_id)
+        return self.result_of(answer, method)
+
+    async def notify(self, message: dict[str, Any]) -> None:
+        await self._post(message, None)
+
+    def _request_headers(self) -> dict[str, str]:
+        headers = {**self.headers, "Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+        if self.session:
+            headers["Mcp-Session-Id"] = self.session
+        if self.version:
+            headers["MCP-Protocol-Version"] = self.version
+        return headers
+
+    async def _post(self, message: dict[str, Any], wanted: int | None) -> dict[str, Any]:
+        """Send one message; the answer whose id is `wanted` (None: a notification or an answer
+        of fw's own, which the server only acknowledges)."""
+        import httpx
+
+        body = json.dumps(message, ensure_ascii=False).encode("utf-8")
+        try:
+            async with self.http.stream("POST", self.url, content=body, headers=self._request_headers()) as response:
+                if message.get("method") == "initialize":
+                    self.session = _session_id(response.headers.get("mcp-session-id"))
+                if not 200 <= response.status_code < 300:
+                    raise _LinkError(await _http_refusal(response, self.session is not None))
+                if wanted is None:
+                    return {}
+                kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
+                if kind == "application/json":
+                    found = await self._take(await _read_capped(response), wanted)
+                elif kind == "text/event-stream":
+                    found = await self._from_stream(response, wanted)
+                else:
+                    raise _LinkError(f"the server answered with {kind or 'no content type'}, neither JSON nor an event stream")
+        except httpx.TimeoutException:
+            raise _LinkError(f"{self.url} did not answer in time") from None
+        except httpx.HTTPError as exc:  # the class name only: an exception's text may quote a header
+            raise _LinkError(f"{self.url} could not be reached ({type(exc).__name__})") from None
+        except UnicodeError:
+            raise _LinkError("a header holds characters an HTTP header cannot carry") from None
+        if found is None:
+            raise _LinkError(f"the server's answer to {message.get('method')} did not come")
+        return found
+
+    async def _from_stream(self, response: Any, wanted: int) -> dict[str, Any] | None:
+        reader, read = SseReader(), 0
+        async for chunk in response.aiter_bytes():
+            read += len(chunk)
+            if read > MAX_MESSAGE_BYTES:
+                raise _LinkError("the server sent an event stream over 64 MiB")
+            for event in reader.feed(chunk):
+                found = await self._take(event, wanted)
+                if found is not None:
+                    return found
+        for event in reader.finish():
+            found = await self._take(event, wanted)
+            if found is not None:
+                return found
+        return None
+
+    async def _take(self, data: Any, wanted: int) -> dict[str, Any] | None:
+        """The answer `wanted` among the messages of one body or event; requests from the
+        server are refused on the way; text that is not JSON is passed over, as on stdio."""
+        try:
+            message = json.loads(data)
+        except ValueError:
+            return None
+        found = None
+        for item in message if isinstance(message, list) else [message]:
+            if not isinstance(item, dict):
+                continue
+            if "method" in item and "id" in item:
+                with contextlib.suppress(_LinkError):
+                    await self._post(self.refusal(item), None)
+            elif item.get("id") == wanted and ("result" in item or "error" in item):
+                found = item
+        return found
+
+    async def end_session(self) -> None:
+        if not self.session:
+            return
+        with contextlib.suppress(Exception):
+            await self.http.delete(self.url, headers=self._request_headers())
 
 
-class _HttpLink:
-    """The SDK's client, answering in the same wire-shaped dicts as `_StdioLink`."""
-
-    def __init__(self, client: Any) -> None:
-        self.client = client
-
-    async def list_tools(self) -> list[dict[str, Any]]:
-        tools: list[dict[str, Any]] = []
-        cursor = None
-        for _ in range(_LIST_PAGES):
-            page = await self.client.list_tools(cursor=cursor)
-            tools.extend(tool_entry(_wire(t)) for t in page.tools)
-            cursor = page.next_cursor
-            if cursor is None:
-                break
-        return tools
-
-    async def call_tool(self, name: str, args: dict[str, Any]) -> dict[str, Any]:
-        return _wire(await self.client.call_tool(name, args))
+def _session_id(value: str | None) -> str | None:
+    """A session id as the transport allows one (visible ASCII); anything else is not kept."""
+    if value and len(value) <= 1024 and all(0x21 <= ord(ch) <= 0x7E for ch in value):
+        return value
+    return None
 
 
-def _wire(model: Any) -> dict[str, Any]:
-    return model.model_dump(by_alias=True, mode="json", exclude_none=True)
+async def _read_capped(response: Any) -> bytes:
+    data = bytearray()
+    async for chunk in response.aiter_bytes():
+        data += chunk
+        if len(data) > MAX_MESSAGE_BYTES:
+            raise _LinkError("the server sent a message over 64 MiB")
+    return bytes(data)
+
+
+async def _http_refusal(response: Any, in_session: bool) -> str:
+    """Why a POST was refused: its status, and the start of what the server said (redacted
+    whole before it is cut, so a secret it echoes leaves no piece behind)."""
+    data = bytearray()
+    async for chunk in response.aiter_bytes():
+        data += chunk
+        if len(data) >= 65536:
+            break
+    text = " ".join(redact(data.decode("utf-8", "replace")).split())
+    text = text[:_MESSAGE_CHARS // 2] + ("..." if len(text) > _MESSAGE_CHARS // 2 else "")
+    status = f"HTTP {response.status_code} {response.reason_phrase}".strip()
+    if response.status_code == 404 and in_session:
+        return f"the server ended fw's session ({status})"
+    return f"{status}: {text}" if text else status
 
 
 # -- what a server says, as fw's documents ---------------------------------------------------

@@ -7,6 +7,12 @@ once and can say what the SDK would refuse to): `python raw_mcp_server.py [optio
   --noise         print lines that are not JSON on stdout before each answer
   --marker TEXT   ignored: a unique argument a test finds in `ps`
   --delay S       sleep S seconds before answering initialize (a slow start)
+  --broken        also list `broken`, whose input schema is a string (the SDK's client refuses
+                  the whole list for it)
+  --http PORT     serve streamable HTTP on 127.0.0.1:PORT at /mcp instead of stdio: a session id
+                  from the handshake, required after it; answers as JSON, or with --sse as event
+                  streams that first ask fw a question (sampling) and send a notification; the
+                  `answers` tool tells what fw answered those questions
 
 It writes its pid to $FAKE_MCP_PID_FILE first. Its tools: awkward names (`get.weather`, `a b`,
 `über`, 80 characters), one with the input schema `{"type": "string"}`, `ok` (read-only),
@@ -41,6 +47,10 @@ def tools(argv):
         {"name": "sleep", "description": "Sleeps.", "inputSchema": {"type": "object", "properties": {"seconds": {"type": "number"}}}},
         {"name": "spawn", "description": "Starts a helper.", "inputSchema": {"type": "object", "properties": {"marker": {"type": "string"}}}},
     ]
+    if "--http" in argv:
+        listed.append({"name": "answers", "description": "What fw answered this server's questions.", "inputSchema": NONE})
+    if "--broken" in argv:
+        listed.append({"name": "broken", "description": "A schema that is not one.", "inputSchema": "not a schema"})
     if "--tools" in argv:
         listed += [{"name": f"t{i:04d}", "description": "numbered", "inputSchema": NONE} for i in range(int(argv[argv.index("--tools") + 1]))]
     return listed
@@ -57,7 +67,77 @@ def answer(name, args):
     if name == "spawn":
         subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)", args.get("marker", "helper")])
         return {"content": [{"type": "text", "text": "spawned"}]}
+    if name == "answers":
+        return {"content": [{"type": "text", "text": json.dumps(ANSWERS)}]}
     return {"content": [{"type": "text", "text": f"{name} done"}]}
+
+
+ANSWERS = []  # what the client answered the server's own requests (over HTTP)
+
+
+def respond(message, argv):
+    """The answer to one request (None for a notification or a client's answer)."""
+    if "id" not in message or "method" not in message:
+        if "id" in message:
+            ANSWERS.append(message)
+        return None
+    method, params = message.get("method"), message.get("params") or {}
+    if method == "initialize":
+        if "--delay" in argv:
+            time.sleep(float(argv[argv.index("--delay") + 1]))
+        result = {"protocolVersion": params.get("protocolVersion"), "capabilities": {"tools": {}},
+                  "serverInfo": {"name": "raw", "version": "1"}}
+    elif method == "tools/list":
+        result = {"tools": tools(argv)}
+    elif method == "tools/call":
+        result = answer(params["name"], params.get("arguments") or {})
+    else:
+        return {"jsonrpc": "2.0", "id": message["id"], "error": {"code": -32601, "message": "no such method"}}
+    return {"jsonrpc": "2.0", "id": message["id"], "result": result}
+
+
+def serve_http(argv):
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    port, sse, session = int(argv[argv.index("--http") + 1]), "--sse" in argv, "raw-session-7f3a"
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+        disable_nagle_algorithm = True
+
+        def log_message(self, *args):
+            pass
+
+        def do_DELETE(self):
+            self.reply(200 if self.headers.get("Mcp-Session-Id") == session else 404, b"", "text/plain")
+
+        def do_POST(self):
+            message = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
+            if self.path != "/mcp":
+                return self.reply(404, b"no such endpoint", "text/plain")
+            initializing = message.get("method") == "initialize"
+            if not initializing and self.headers.get("Mcp-Session-Id") != session:
+                return self.reply(400, b"Bad Request: no valid session id", "text/plain")
+            answered = respond(message, argv)
+            if answered is None:
+                return self.reply(202, b"", "text/plain")
+            if not sse or initializing:
+                return self.reply(200, json.dumps(answered).encode(), "application/json", initializing)
+            question = {"jsonrpc": "2.0", "id": f"q{message['id']}", "method": "sampling/createMessage", "params": {}}
+            note = {"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": "working"}}
+            events = "".join(f"event: message\ndata: {json.dumps(m)}\n\n" for m in (question, note, answered))
+            self.reply(200, events.encode(), "text/event-stream")
+
+        def reply(self, status, body, kind, with_session=False):
+            self.send_response(status)
+            self.send_header("Content-Type", kind)
+            self.send_header("Content-Length", str(len(body)))
+            if with_session:
+                self.send_header("Mcp-Session-Id", session)
+            self.end_headers()
+            self.wfile.write(body)
+
+    ThreadingHTTPServer(("127.0.0.1", port), Handler).serve_forever()
 
 
 def main(argv):
@@ -72,29 +152,17 @@ def main(argv):
         sys.stderr.write("starting up\n" + os.path.expandvars(crash) + "\n")
         sys.stderr.flush()
         sys.exit(4)
+    if "--http" in argv:
+        return serve_http(argv)
     noise = "--noise" in argv
     out = sys.stdout
     for line in sys.stdin:
-        message = json.loads(line)
-        if "id" not in message:
+        answered = respond(json.loads(line), argv)
+        if answered is None:
             continue  # a notification
-        method, params = message.get("method"), message.get("params") or {}
-        if method == "initialize":
-            if "--delay" in argv:
-                time.sleep(float(argv[argv.index("--delay") + 1]))
-            result = {"protocolVersion": params.get("protocolVersion"), "capabilities": {"tools": {}},
-                      "serverInfo": {"name": "raw", "version": "1"}}
-        elif method == "tools/list":
-            result = {"tools": tools(argv)}
-        elif method == "tools/call":
-            result = answer(params["name"], params.get("arguments") or {})
-        else:
-            out.write(json.dumps({"jsonrpc": "2.0", "id": message["id"], "error": {"code": -32601, "message": "no such method"}}) + "\n")
-            out.flush()
-            continue
-        if noise:
+        if noise and "result" in answered:
             out.write("Traceback (most recent call last): not JSON at all\n")
-        out.write(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}) + "\n")
+        out.write(json.dumps(answered) + "\n")
         out.flush()
 
 
