@@ -358,3 +358,18 @@ def test_over_http_one_malformed_tool_loses_no_other_and_server_questions_are_re
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+def test_a_result_holding_a_lone_surrogate_is_refused_whole_and_the_server_goes_on(home):
+    """A lone UTF-16 surrogate is no text: a result that holds one is refused (nothing of it
+    reaches the caller, the audit or the model), with no traceback, and the next call works."""
+    raw_server()
+    agent(mcps=["raw"])
+    run = fwj("run", "start", "--agent", "a1")["run_id"]
+    r = tool_call(run, "mcp__raw__halves")  # as a model's answer holding one is: invalid, naming where
+    assert r.exit_code == 4 and r.json["error"]["code"] == "invalid", r
+    assert "the MCP server's result" in r.json["error"]["message"] and "surrogate" in r.json["error"]["message"]
+    assert "half an emoji" not in r.output
+    assert json.loads(tool_call(run, "mcp__raw__plain", {"text": "x"}).stdout)["content"] == ["plain done"]
+    assert [a["outcome"] for a in audit(home) if a["tool"] == "mcp__raw__halves"] == ["error"]
+    (home / "audit.jsonl").read_text(encoding="utf-8")  # whole UTF-8 text: nothing unencodable was written

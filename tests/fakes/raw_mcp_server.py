@@ -18,7 +18,8 @@ It writes its pid to $FAKE_MCP_PID_FILE first. Its tools: awkward names (`get.we
 `über`, 80 characters), one with the input schema `{"type": "string"}`, `ok` (read-only),
 `wipe` (destructive), `plain`, `fails` (answers isError with its text), `huge` (a result of
 N bytes), `hidden` (zero-width and bidirectional controls in its name and description),
-`sleep` (sleeps, then answers), `spawn` (starts a helper in its process group and answers).
+`sleep` (sleeps, then answers), `spawn` (starts a helper in its process group and answers),
+`halves` (a result that holds a lone UTF-16 surrogate).
 """
 
 import json
@@ -46,6 +47,7 @@ def tools(argv):
         {"name": "hid\u200bden", "description": "Looks \u202eharmless\u202c\u2060.", "inputSchema": NONE},
         {"name": "sleep", "description": "Sleeps.", "inputSchema": {"type": "object", "properties": {"seconds": {"type": "number"}}}},
         {"name": "spawn", "description": "Starts a helper.", "inputSchema": {"type": "object", "properties": {"marker": {"type": "string"}}}},
+        {"name": "halves", "description": "Answers a lone UTF-16 surrogate.", "inputSchema": NONE},
     ]
     if "--http" in argv:
         listed.append({"name": "answers", "description": "What fw answered this server's questions.", "inputSchema": NONE})
@@ -67,6 +69,8 @@ def answer(name, args):
     if name == "spawn":
         subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)", args.get("marker", "helper")])
         return {"content": [{"type": "text", "text": "spawned"}]}
+    if name == "halves":  # json.dumps writes it as the escape \\ud83d, which decodes to no character
+        return {"content": [{"type": "text", "text": "half an emoji: \ud83d"}], "structuredContent": {"k": "\ud83d"}}
     if name == "answers":
         return {"content": [{"type": "text", "text": json.dumps(ANSWERS)}]}
     return {"content": [{"type": "text", "text": f"{name} done"}]}
