@@ -6,7 +6,9 @@ this run, on this machine; and `fw run start` with no MCP server, for reference.
 
 Two servers: tests/fakes/mcp_server.py (built on the MCP SDK, so its own start-up includes the
 SDK's import) and tests/fakes/raw_mcp_server.py (raw JSON-RPC, starts at once). Prints the
-medians and the difference fw adds (the aim: 0.5 s or less)."""
+medians and the difference fw adds (the aim: 0.5 s or less). And an http server (the raw one
+with --http, started once beforehand): what connecting to it, initialising and listing its
+tools adds to `fw run start`."""
 
 from __future__ import annotations
 
@@ -59,6 +61,25 @@ def fw_json(fw: str, home: Path, *args: str) -> None:
     subprocess.run([fw, "--home", str(home), *args, "--json"], check=True, stdout=subprocess.DEVNULL)
 
 
+def http_server() -> tuple[subprocess.Popen, str]:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, str(SERVERS["raw"]), "--http", str(port)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return proc, f"http://127.0.0.1:{port}/mcp"
+        except OSError:
+            if time.monotonic() > deadline or proc.poll() is not None:
+                sys.exit("the raw HTTP MCP server did not start")
+            time.sleep(0.05)
+
+
 def make_home(fw: str, root: Path) -> Path:
     home = root / "home"
     subprocess.run([fw, "home", "init", str(home)], check=True, stdout=subprocess.DEVNULL)
@@ -82,18 +103,26 @@ def main() -> None:
     fw = shutil.which("fw", path=os.path.dirname(sys.executable)) or shutil.which("fw")
     if fw is None:
         sys.exit("fw is not installed in this environment: pip install -e .")
-    with tempfile.TemporaryDirectory() as tmp:
-        home = make_home(fw, Path(tmp))
-        fw_start(fw, home, "none")  # build the index, warm the file cache
-        times: dict[str, list[float]] = {"none": []}
-        for name in SERVERS:
-            times[name], times[f"fw-{name}"] = [], []
-            own_start(SERVERS[name])
-        for _ in range(args.runs):  # interleaved, so that drift hits all alike
-            times["none"].append(fw_start(fw, home, "none"))
-            for name, server in SERVERS.items():
-                times[name].append(own_start(server))
-                times[f"fw-{name}"].append(fw_start(fw, home, f"with-{name}"))
+    http_proc, url = http_server()
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            home = make_home(fw, Path(tmp))
+            fw_json(fw, home, "resource", "write", "mcp", "web", "--create", "--data", json.dumps({"transport": "http", "url": url}))
+            fw_json(fw, home, "resource", "write", "agent", "with-http", "--create", "--data", json.dumps({"model": "m1", "mcps": ["web"]}))
+            fw_start(fw, home, "none")  # build the index, warm the file cache
+            times: dict[str, list[float]] = {"none": [], "http": []}
+            for name in SERVERS:
+                times[name], times[f"fw-{name}"] = [], []
+                own_start(SERVERS[name])
+            for _ in range(args.runs):  # interleaved, so that drift hits all alike
+                times["none"].append(fw_start(fw, home, "none"))
+                for name, server in SERVERS.items():
+                    times[name].append(own_start(server))
+                    times[f"fw-{name}"].append(fw_start(fw, home, f"with-{name}"))
+                times["http"].append(fw_start(fw, home, "with-http"))
+    finally:
+        http_proc.terminate()
+        http_proc.wait(timeout=30)
     med = {key: statistics.median(values) for key, values in times.items()}
     print(f"runs each: {args.runs}; load average: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
     print(f"fw run start, no MCP server:            {med['none'] * 1000:7.0f} ms")
@@ -101,6 +130,8 @@ def main() -> None:
         print(f"{name} server's own start-up (list tools):  {med[name] * 1000:7.0f} ms")
         print(f"fw run start with the {name} server:      {med[f'fw-{name}'] * 1000:7.0f} ms"
               f"   (+{(med[f'fw-{name}'] - med[name]) * 1000:.0f} ms over the server; aim: 500 ms or less)")
+    print(f"fw run start with an http server:    {med['http'] * 1000:7.0f} ms"
+          f"   (+{(med['http'] - med['none']) * 1000:.0f} ms over no server: connect, initialise, list, end the session)")
 
 
 if __name__ == "__main__":
