@@ -85,3 +85,27 @@ def test_a_delete_says_what_it_did_in_human_mode_too(home):
     done = fw("principal", "delete", "bob", "--recursive", "--confirm", plan)
     assert done.exit_code == 0, done
     assert done.stdout.strip() == "Deleted principal bob with session/s2, memory/bob, bot/desk."
+
+
+def test_the_runs_of_a_deleted_principal_end_with_it_and_a_new_one_inherits_none(home):
+    """A run started before its binding was removed acts as its principal until its lease
+    ends; deleting the principal ends it, so it never acts as a principal created again
+    under the same name."""
+    from conftest import make_basics
+
+    make_basics(with_key=False)
+    fwj("resource", "write", "agent", "a1", "--data", json.dumps({"builtin_tools": ["resource_management"]}))
+    fwj("principal", "create", "ops", "--kind", "agent")
+    fwj("binding", "set", "ops", "--agent", "a1")
+    run = fwj("run", "start", "--principal", "ops")["run_id"]
+    explicit = fwj("run", "start", "--agent", "a1")["run_id"]
+    fwj("binding", "remove", "ops")
+    assert fwj("tool", "call", "--run", run, "framework_resource_list", "--args", '{"kind": "agent"}')["items"]
+    done = fw("principal", "delete", "ops")
+    assert done.exit_code == 0 and f"Ended its runs still active: {run}." in done.stdout, done
+    assert fwj("run", "show", run)["status"] == "ended" and fwj("run", "show", explicit)["status"] == "active"
+    fwj("principal", "create", "ops", "--kind", "agent")
+    refused = fwj("tool", "call", "--run", run, "framework_resource_list", "--args", '{"kind": "agent"}', code=5)
+    assert refused["error"]["code"] == "run_ended"
+    fwj("principal", "create", "ops2", "--kind", "agent")
+    assert fwj("principal", "delete", "ops2") == {"principal": "ops2", "deleted": True}  # none to end: the same document

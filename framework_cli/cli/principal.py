@@ -57,7 +57,7 @@ def delete(
 ) -> None:
     """Delete an identity. Refused while a binding uses it (remove the binding first), and
     while it is a session member, has memory or has a bot: --recursive shows the plan that
-    takes those too, and --confirm carries it out."""
+    takes those too, and --confirm carries it out. Its runs still active are ended."""
     from ..runtime.principals import principal_remove  # lazy: start-up speed
 
     doc = principal_remove(home_of(ctx), name, recursive=recursive, confirm=confirm)
@@ -70,5 +70,7 @@ def delete(
         else:  # `deleted` is the confirmed plan, or true when the principal held nothing
             taken = doc["deleted"][:-1] if isinstance(doc.get("deleted"), list) else []
             console.print(f"Deleted principal {name}" + (f" with {', '.join(taken)}." if taken else "."))
+            if doc.get("ended_runs"):
+                console.print(f"Ended its runs still active: {', '.join(doc['ended_runs'])}.")
 
     emit(doc, as_json, human)

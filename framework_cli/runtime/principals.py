@@ -1,7 +1,9 @@
 """Deleting a principal leaves nothing of it behind. What a principal holds outside its file
 (session memberships and memory in state.db, bots whose events it handles) refuses the
 delete (`in_use`, naming each), or, with `recursive`, goes with it once the plan is
-confirmed, so a principal created again under the same name inherits nothing."""
+confirmed, so a principal created again under the same name inherits nothing. Its runs
+still active (started before its binding was removed) are ended with it: a run never acts
+as an identity that is gone, nor as a new one of the same name."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ from typing import Any
 
 from ..domain.bots import bot_names, bot_rel, load_bot
 from ..domain.identities import no_principal, principal_delete
+from ..domain.runs import run_end, run_list
 from ..errors import FwError
 from ..home.kinds import check_name
 from ..home.store import Home
@@ -44,7 +47,7 @@ def principal_remove(home: Home, name: str, *, recursive: bool = False, confirm:
         principal_delete_check(home, name)
         held = holdings(home, name)
         if not held:
-            return principal_delete(home, name)
+            return _with_runs_ended(home, name, principal_delete(home, name))
         plan = [*held, f"principal/{name}"]
         if not recursive:
             raise FwError("in_use", f"principal {name!r} is in use: {', '.join(held)}",
@@ -57,7 +60,15 @@ def principal_remove(home: Home, name: str, *, recursive: bool = False, confirm:
                           f"confirm exactly the plan: `fw principal delete {name} --recursive --confirm {','.join(plan)}`", plan=plan)
         _forget(home, name, held)
         principal_delete(home, name)
-    return {"status": "deleted", "deleted": plan}
+        return _with_runs_ended(home, name, {"status": "deleted", "deleted": plan})
+
+
+def _with_runs_ended(home: Home, name: str, doc: dict[str, Any]) -> dict[str, Any]:
+    """End the deleted principal's active runs; the document says which (`ended_runs`), if any."""
+    ended = [r["run_id"] for r in run_list(home, status="active")["runs"] if r.get("mode") == "managed" and r.get("identity") == name]
+    for run_id in ended:
+        run_end(home, run_id)
+    return {**doc, "ended_runs": ended} if ended else doc
 
 
 def principal_delete_check(home: Home, name: str) -> None:
