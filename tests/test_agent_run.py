@@ -312,8 +312,10 @@ def test_agent_show_says_plainly_when_a_mounted_group_grants_nothing(home):
     assert notes["resource_management"] == {"group": "resource_management", "grants": True}
     assert notes["task_collaboration"] == {"group": "task_collaboration", "grants": True}
     assert notes["local_execution"]["grants"] is False and "execution.enabled" in notes["local_execution"]["why"]
+    assert "agent edit a1 --execution" in notes["local_execution"]["why"]  # the agent's own name, ready to run
     human = fw("agent", "show", "a1")
     assert "Mounted local_execution grants no tools: execution.enabled is false" in human.stdout
+    assert "{agent}" not in human.stdout
     fwj("resource", "write", "model", "m1", "--data", '{"capabilities": {"tool_call": false}}')
     written = fwj("agent", "edit", "a1", "--description", "x")["activation"]["tool_groups"]
     assert all(n["grants"] is False and "tool_call" in n["why"] for n in written)

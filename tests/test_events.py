@@ -106,6 +106,11 @@ def test_a_disabled_binding_handles_nothing(home):
     doc = say("--from", "alice", "hi")
     assert (doc["handled"], doc["reason"]) == (False, "binding_disabled")
     assert fwj("run", "list")["runs"] == []
+    shown = fw("bot", "local", "say", "desk", "--from", "alice", "hi again")  # the hint names the principal
+    assert shown.exit_code == 0 and "`fw binding enable p1`" in shown.stdout, shown
+    shown = fw("event", "handle", "desk", "--event", json.dumps({"type": "message.received", "actor": {"id": "alice"},
+                                                                 "message": {"id": "m9", "text": "hi"}}))
+    assert shown.exit_code == 0 and "`fw binding enable p1`" in shown.stdout, shown
 
 
 def test_a_selected_friend_request_is_described_to_the_model_and_answered(home):

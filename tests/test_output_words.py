@@ -68,3 +68,16 @@ def test_an_event_run_counts_as_agent_run_does(home):
         setup_bot(server.base_url)
         out = fw("bot", "local", "say", "desk", "--from", "alice", "hi").stdout
     assert "1 round, 0 tool calls" in out and "(s)" not in out, out
+
+
+def test_a_filtered_listing_that_matches_nothing_says_so_not_that_there_are_none(home):
+    make_basics(with_key=False)
+    fwj("run", "start", "--agent", "a1")
+    fwj("tool", "call", "--manager", "resource_list", "--args", '{"kind": "agent"}')
+    for args, empty in ((["run", "list", "--status", "ended"], "No runs match these filters."),
+                        (["audit", "list", "--tool", "nope"], "No tool calls match these filters."),
+                        (["task", "list", "--status", "backlog"], "No tasks match these filters."),
+                        (["turn", "list", "--status", "failed"], "No turns match these filters.")):
+        shown = fw(*args)
+        assert shown.exit_code == 0 and shown.stdout.strip() == empty, (args, shown)
+    assert fw("task", "list").stdout.strip() == "No tasks yet."

@@ -82,9 +82,12 @@ def test_a_delete_says_what_it_did_in_human_mode_too(home):
     assert done.exit_code == 0 and done.stdout.strip() == "Deleted principal carol.", done
     setup(home)
     plan = fwj("principal", "delete", "bob", "--recursive")["confirm"]
+    shown = fw("principal", "delete", "bob", "--recursive").stdout
+    assert "Plan, in this order: leave session s2; forget its memory; remove bot desk; delete principal bob." in shown
+    assert f"fw principal delete bob --recursive --confirm {plan}" in shown
     done = fw("principal", "delete", "bob", "--recursive", "--confirm", plan)
     assert done.exit_code == 0, done
-    assert done.stdout.strip() == "Deleted principal bob with session/s2, memory/bob, bot/desk."
+    assert done.stdout.strip() == "Deleted principal bob: left session s2; its memory forgotten; bot desk removed."
 
 
 def test_the_runs_of_a_deleted_principal_end_with_it_and_a_new_one_inherits_none(home):

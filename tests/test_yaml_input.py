@@ -45,3 +45,11 @@ def test_text_that_is_neither_is_invalid_and_changes_nothing(home):
     r = fw("resource", "write", "agent", "a1", "--data", "a: 1\na: 2\n", "--json")
     assert r.exit_code == 4 and "duplicate key 'a'" in r.json["error"]["message"], r
     assert snapshot(home) == before
+
+
+def test_a_file_that_is_not_there_is_named_in_plain_words(home, tmp_path):
+    missing = str(tmp_path / "nofile.txt")
+    for args, what in ((["resource", "write", "agent", "a1", "--create", "--data", "@" + missing], "--data file"),
+                       (["message", "post", "s1", "--as", "alice", "--file", missing], "the message file")):
+        error = fwj(*args, code=3)["error"]
+        assert error["code"] == "not_found" and error["message"] == f"{what} {missing!r} does not exist", error

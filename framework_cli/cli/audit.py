@@ -26,12 +26,13 @@ def list_(
     the error code of a refused or failed call). On a terminal it fits the width; --json has every field."""
     seconds = parse_duration(since, "--since") if since is not None else None
     doc = audit_list(home_of(ctx), limit, run=run, tool=tool, since=seconds)
-    emit(doc, as_json, lambda c: render_audit(c, doc["entries"]))
+    filtered = run is not None or tool is not None or since is not None
+    emit(doc, as_json, lambda c: render_audit(c, doc["entries"], filtered))
 
 
-def render_audit(console: Any, entries: list[dict[str, Any]]) -> None:
+def render_audit(console: Any, entries: list[dict[str, Any]], filtered: bool = False) -> None:
     if not entries:
-        console.print("No tool calls yet.")
+        console.print("No tool calls match these filters." if filtered else "No tool calls yet.")
         return
     rows = [_audit_row(entry) for entry in entries]
     table(console, None, ["time (UTC)", "caller", "run", "tool", "result"], rows, "")

@@ -11,7 +11,6 @@ from ..domain.identities import (
     agent_unbind,
     binding_list,
 )
-from ..suggest import plural
 from .common import DryRunOpt, complete_agent, complete_principal, home_of, maybe_dry, render_dry_run
 from .output import JsonOpt, emit, table
 
@@ -33,10 +32,11 @@ def _render(console: Any, doc: dict[str, Any]) -> None:
     state = "enabled" if b["enabled"] else "disabled"
     console.print(f"Binding {b['principal']} -> agent {b['agent']}: {state}, policy {b['policy']}, rounds {b['max_rounds'] or 'unlimited'}, in {b['directory']}.")
     turns = doc.get("turns") or {}
+    # The counts take turns and tasks together (both wait for the binding)
     if turns.get("released"):
-        console.print(f"Pending again: {plural(turns['released'], 'waiting turn')} of open sessions; `fw dispatch --once` runs them.")
+        console.print(f"Pending again: {_turns_or_tasks(turns['released'], 'waiting')} of open sessions; `fw dispatch --once` runs them.")
     if turns.get("held"):
-        console.print(f"Held: {plural(turns['held'], 'pending turn')}, until the binding is enabled again.")
+        console.print(f"Held: {_turns_or_tasks(turns['held'], 'pending')}, until the binding is enabled again.")
     step = doc.get("next_step")
     if step:
         console.print(f"Next: {step['command']}")
@@ -82,3 +82,7 @@ def remove(ctx: typer.Context, principal: PrincipalArg, as_json: JsonOpt = False
     """Remove a binding (to decommission an agent, or before deleting it)."""
     doc = agent_unbind(home_of(ctx), principal)
     emit(doc, as_json, lambda c: c.print(f"Removed the binding of {principal}."))
+
+
+def _turns_or_tasks(count: int, state: str) -> str:
+    return f"{count} {state} turn or task" if count == 1 else f"{count} {state} turns or tasks"

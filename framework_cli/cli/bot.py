@@ -195,7 +195,7 @@ def say(
     """Say something to a local bot as a user, and handle the message as `fw event handle` does."""
     from ..engine.handling import local_say  # lazy: start-up speed
     from .agent import run_progress  # lazy: start-up speed
-    from .event import render_handled  # lazy: start-up speed
+    from .event import bot_principal, render_handled  # lazy: start-up speed
     from .output import json_wanted, write_out  # lazy: start-up speed
 
     quiet = quiet and not json_wanted(as_json)
@@ -209,7 +209,7 @@ def say(
     def human(console: Any) -> None:
         where = f"in group {group}" if group else "in private"
         console.print(f"{from_} said message {doc['event']['message']['id']} {where}.")
-        render_handled(console, doc)
+        render_handled(console, doc, principal=bot_principal(home_of(ctx), bot))
 
     if doc.get("run") and "gateway_token" in doc["run"]:
         from .output import emit_started  # lazy: start-up speed

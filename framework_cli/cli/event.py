@@ -17,7 +17,7 @@ NoRunOpt = Annotated[bool, typer.Option("--no-run", help="Start the run and stop
 
 REASONS = {
     "event_not_selected": "the agent of the bot's principal does not select this event type (its `events`)",
-    "binding_disabled": "the binding of the bot's principal is disabled (`fw binding enable PRINCIPAL`)",
+    "binding_disabled": "the binding of the bot's principal is disabled (`fw binding enable {principal}`)",
 }
 
 
@@ -45,12 +45,24 @@ def handle(
 
         emit_started(doc, doc["run"], as_json, lambda c: render_handled(c, doc, verbose))
         return
-    emit(doc, as_json, lambda c: render_handled(c, doc, verbose))
+    emit(doc, as_json, lambda c: render_handled(c, doc, verbose, bot_principal(home, bot)))
 
 
-def render_handled(console: Any, doc: dict[str, Any], verbose: bool = False) -> None:
+def bot_principal(home: Any, bot: str) -> str:
+    """The principal a bot hands its events to, for a hint; a placeholder if it cannot be read."""
+    from ..domain.bots import load_bot  # lazy: start-up speed
+    from ..errors import FwError  # lazy: start-up speed
+
+    try:
+        return str(load_bot(home, bot)["principal"])
+    except (FwError, KeyError):
+        return "PRINCIPAL"
+
+
+def render_handled(console: Any, doc: dict[str, Any], verbose: bool = False, principal: str = "PRINCIPAL") -> None:
     if not doc["handled"]:
-        console.print(f"Not handled ({doc['reason']}): {REASONS.get(doc['reason'], doc['reason'])}.")
+        why = REASONS.get(doc["reason"], doc["reason"]).replace("{principal}", principal)
+        console.print(f"Not handled ({doc['reason']}): {why}.")
         return
     run = doc["run"]
     console.print(f"Run {run['run_id']} as {run['identity']} for {run['event']['type']} on bot {run['bot']}.")

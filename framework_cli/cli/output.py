@@ -453,7 +453,7 @@ def read_text_file(path: str, what: str) -> str:
         with open(path, encoding="utf-8") as handle:
             return handle.read()
     except FileNotFoundError:
-        raise FwError("not_found", f"no {what} file {path!r}", "check the path") from None
+        raise FwError("not_found", f"{what} file {path!r} does not exist", "check the path") from None
     except OSError as exc:
         raise FwError("invalid", f"cannot read {what} file {path!r}: {exc.strerror}", "give the path of a readable file") from None
     except UnicodeDecodeError:

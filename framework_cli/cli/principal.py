@@ -64,13 +64,28 @@ def delete(
 
     def human(console: Any) -> None:
         if doc.get("status") == "plan":
-            console.print(f"Plan: {len(doc['plan'])} items will be deleted, in this order: {', '.join(doc['plan'])}")
-            console.print("Nothing was deleted. To delete exactly this, run:")
+            console.print(f"Plan, in this order: {'; '.join(_said(item) for item in doc['plan'])}.")
+            console.print("Nothing was deleted. To do exactly this, run:")
             console.print(f"  fw principal delete {name} --recursive --confirm {doc['confirm']}")
         else:  # `deleted` is the confirmed plan, or true when the principal held nothing
             taken = doc["deleted"][:-1] if isinstance(doc.get("deleted"), list) else []
-            console.print(f"Deleted principal {name}" + (f" with {', '.join(taken)}." if taken else "."))
+            console.print(f"Deleted principal {name}" + (f": {'; '.join(_said(item, done=True) for item in taken)}." if taken else "."))
             if doc.get("ended_runs"):
                 console.print(f"Ended its runs still active: {', '.join(doc['ended_runs'])}.")
 
     emit(doc, as_json, human)
+
+
+_WORDS = {  # what a principal delete plan's item does: (to be done, done)
+    "session": ("leave session {}", "left session {}"),
+    "memory": ("forget its memory", "its memory forgotten"),
+    "bot": ("remove bot {}", "bot {} removed"),
+    "principal": ("delete principal {}", "principal {} deleted"),
+}
+
+
+def _said(item: str, done: bool = False) -> str:
+    """A plan item (`session/s1`) in words: a session is left, not deleted."""
+    kind, _, name = item.partition("/")
+    words = _WORDS.get(kind)
+    return words[done].format(name) if words else item

@@ -100,7 +100,8 @@ def list_(
     """List runs, oldest first."""
     doc = run_list(home_of(ctx), status=status, agent=agent)
     cols = ["run_id", "mode", "identity", "agent", "status", "lease_expires_at"]
-    emit(doc, as_json, lambda c: table(c, "runs", cols, [[r.get(k) for k in cols] for r in doc["runs"]], "No runs yet. Start one with `fw run start --agent AGENT`."))
+    empty = "No runs match these filters." if status or agent else "No runs yet. Start one with `fw run start --agent AGENT`."
+    emit(doc, as_json, lambda c: table(c, "runs", cols, [[r.get(k) for k in cols] for r in doc["runs"]], empty))
 
 
 @app.command("end")

@@ -37,7 +37,8 @@ def list_(
     doc = task_list(home_of(ctx), status=status, principal=principal)
     # redact, then cut: a key cut in two would pass redaction
     rows = [[t.get(k) if k != "instructions" else redact(t[k])[:60] for k in COLUMNS] for t in doc["tasks"]]
-    emit(doc, as_json, lambda c: table(c, "tasks", COLUMNS, rows, "No tasks yet."))
+    empty = "No tasks match these filters." if status or principal else "No tasks yet."
+    emit(doc, as_json, lambda c: table(c, "tasks", COLUMNS, rows, empty))
 
 
 @app.command("create")

@@ -27,7 +27,9 @@ def list_(
 
     doc = turn_list(home_of(ctx), status=status, session=session, principal=principal)
     rows = [[t[k] for k in COLUMNS] for t in doc["turns"]]
-    emit(doc, as_json, lambda c: table(c, "turns", COLUMNS, rows, "No turns yet. A message that mentions a member agent gives it one."))
+    empty = ("No turns match these filters." if status or session or principal
+             else "No turns yet. A message that mentions a member agent gives it one.")
+    emit(doc, as_json, lambda c: table(c, "turns", COLUMNS, rows, empty))
 
 
 @app.command("retry")

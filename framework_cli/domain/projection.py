@@ -233,6 +233,6 @@ def mount_notes(definition: dict[str, Any], snapshot: Snapshot, agent: str = "AG
         elif group in GROUPS_WITHOUT_TOOLS:
             why = "this version of fw has no tools in this group yet"
         elif group == "local_execution" and not execution:
-            why = "execution.enabled is false (turn it on with `fw agent edit {agent} --execution`)"
+            why = f"execution.enabled is false (turn it on with `fw agent edit {agent} --execution`)"
         notes.append({"group": group, "grants": why is None, **({"why": why} if why else {})})
     return notes

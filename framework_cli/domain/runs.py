@@ -360,7 +360,7 @@ def load_run(home: Home, run_id: str) -> dict[str, Any]:
         record = None
     problem = _record_problem(record, run_id)
     if problem:
-        raise FwError("corrupt", f"{rel} is corrupt: {problem}", "this run cannot act; start a new one with `fw run start`", path=rel)
+        raise FwError("corrupt", f"{rel}: {problem}", "this run cannot act; start a new one with `fw run start`", path=rel)
     return record
 
 
