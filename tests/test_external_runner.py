@@ -5,12 +5,14 @@ is the one the README prints."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
-from conftest import CANARY, fw, fw_proc, fwj, make_basics
+from conftest import CANARY, fw, fw_bin, fw_proc, fwj, make_basics
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "gateway_runner.py"
 
@@ -41,7 +43,7 @@ def no_token_anywhere(home: Path, *outputs: str) -> None:
 
 
 def running(marker: str) -> list[str]:
-    ps = subprocess.run(["ps", "-eo", "pid,ppid,args"], capture_output=True, text=True).stdout
+    ps = subprocess.run(["ps", "-ww", "-eo", "pid,ppid,args"], capture_output=True, text=True).stdout
     return [line for line in ps.splitlines() if marker in line and "ps -eo" not in line]
 
 
@@ -184,3 +186,54 @@ def test_event_handle_runs_the_external_runner_on_the_event_and_it_replies_throu
     assert {"name": "event_reply", "outcome": "ok"} in doc["result"]["tool_calls"]
     sent = [a for a in fwj("bot", "local", "log", "desk")["actions"] if a["api"] == "send_message"]
     assert sent and sent[-1]["params"]["text"] == "seen: ping"
+
+
+HANGS = ("import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)', sys.argv[1]],"
+         " start_new_session=True); time.sleep(600)")
+
+
+def _wait_running(marker: str, proc: subprocess.Popen, seconds: float = 30) -> None:
+    deadline = time.monotonic() + seconds
+    while len(running(marker)) < 2:  # the runner and the helper it detached
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "the external runner did not start"
+        time.sleep(0.05)
+
+
+def test_cancelling_a_task_stops_its_external_runner_and_all_it_started_at_once(home):
+    """`fw task cancel` ends the task's run; the runner working on it (and the helper it
+    detached) is stopped within a second or so, not when it would have finished by itself."""
+    marker = f"fw-cancel-{uuid.uuid4().hex}"
+    setup(python(HANGS, marker))
+    fwj("principal", "create", "ops", "--kind", "agent")
+    fwj("binding", "set", "ops", "--agent", "a1")
+    fw("tool", "call", "--manager", "task_delegate", "--args", '{"principal": "ops", "instructions": "work"}')
+    proc = subprocess.Popen([fw_bin(), "dispatch", "--once", "--json"], env={**os.environ, "FW_HOME": str(home)},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        _wait_running(marker, proc)
+        assert fwj("task", "cancel", "1")["task"]["status"] == "cancelled"
+        out, err = proc.communicate(timeout=30)  # the runner would sleep for 600 s
+    finally:
+        proc.kill()
+    assert proc.returncode == 0 and "Traceback" not in err, err
+    assert json.loads(out)["tasks"]["cancelled"] == 1
+    assert running(marker) == []
+    assert fwj("task", "show", "1")["task"]["status"] == "cancelled"
+
+
+def test_ending_the_run_stops_its_external_runner(home):
+    marker = f"fw-end-{uuid.uuid4().hex}"
+    setup(python(HANGS, marker))
+    proc = subprocess.Popen([fw_bin(), "agent", "run", "a1", "--message", "hi", "--json"], env={**os.environ, "FW_HOME": str(home)},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        _wait_running(marker, proc)
+        run_id = fwj("run", "list", "--status", "active")["runs"][0]["run_id"]
+        fwj("run", "end", run_id)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == 5, (out, err)
+    assert json.loads(out)["error"]["code"] == "run_ended"
+    assert running(marker) == []

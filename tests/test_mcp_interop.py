@@ -50,7 +50,7 @@ def audit(home):
 
 
 def running(marker):
-    ps = subprocess.run(["ps", "-eo", "pid,ppid,args"], capture_output=True, text=True).stdout
+    ps = subprocess.run(["ps", "-ww", "-eo", "pid,ppid,args"], capture_output=True, text=True).stdout
     return [line for line in ps.splitlines() if marker in line]
 
 

@@ -139,7 +139,7 @@ def test_refused_failed_and_malformed_calls_are_answered_and_the_loop_goes_on():
 
     service = FakeToolService({"framework_nope": refuse, "framework_ended": ended,
                                "framework_invalid": invalid, "framework_crash": crash})
-    calls = [{"name": "framework_nope", "arguments": {}}, {"name": "framework_ended", "arguments": {}},
+    calls = [{"name": "framework_nope", "arguments": {}},
              {"name": "framework_invalid", "arguments": {"kind": "gizmo"}},
              {"name": "framework_crash", "arguments": {}},
              {"name": "framework_add", "arguments": "{not json"}, {"name": "framework_add", "arguments": "[1, 2]"},
@@ -149,20 +149,37 @@ def test_refused_failed_and_malformed_calls_are_answered_and_the_loop_goes_on():
 
     assert result.status == "completed" and result.answer == "sorry"
     assert [(c["outcome"], c.get("error")) for c in result.tool_calls] == [
-        ("refused", "denied"), ("refused", "run_ended"), ("error", "invalid"), ("error", "internal"),
+        ("refused", "denied"), ("error", "invalid"), ("error", "internal"),
         ("error", "invalid"), ("error", "invalid"), ("ok", None)]
     # Malformed arguments reach the service as they came (so that it audits them); an empty
     # text means no arguments.
     assert [name for name, _ in service.calls] == [
-        "framework_nope", "framework_ended", "framework_invalid", "framework_crash", "framework_add", "framework_add", "framework_add"]
-    assert service.calls[4:] == [("framework_add", "{not json"), ("framework_add", [1, 2]), ("framework_add", {})]
+        "framework_nope", "framework_invalid", "framework_crash", "framework_add", "framework_add", "framework_add"]
+    assert service.calls[3:] == [("framework_add", "{not json"), ("framework_add", [1, 2]), ("framework_add", {})]
     answers = [m for m in server.requests[1]["json"]["messages"] if m["role"] == "tool"]
     errors = [json.loads(m["content"]).get("error", {}) for m in answers]
-    assert [e.get("code") for e in errors] == ["denied", "run_ended", "invalid", "internal", "invalid", "invalid", None]
+    assert [e.get("code") for e in errors] == ["denied", "invalid", "internal", "invalid", "invalid", None]
     assert errors[0]["message"] == "framework_nope is not one of this run's tools"
-    assert "not valid JSON" in errors[4]["message"] and "not a JSON object" in errors[5]["message"]
-    assert "RuntimeError" in errors[3]["message"]
+    assert "not valid JSON" in errors[3]["message"] and "not a JSON object" in errors[4]["message"]
+    assert "RuntimeError" in errors[2]["message"]
     assert CANARY not in json.dumps(server.requests[1]["json"]) and "Traceback" not in json.dumps(errors)
+
+
+@pytest.mark.parametrize("code", ["run_ended", "lease_expired"])
+def test_a_call_refused_because_the_run_can_act_no_more_ends_the_loop(code):
+    """Every call of the round is answered, then the model is not asked again: nothing the
+    run could still do would be allowed."""
+    def over(args):
+        raise FwError(code, "the run can act no more", "")
+
+    service = FakeToolService({"framework_over": over})
+    calls = [{"name": "framework_over", "arguments": {}}, {"name": "framework_add", "arguments": ""}]
+    with ChatServer([{"tool_calls": calls}, {"content": "should not be asked"}]) as server:
+        with pytest.raises(FwError) as caught:
+            loop(server, service=service)
+    assert caught.value.code == code
+    assert [name for name, _ in service.calls] == ["framework_over", "framework_add"]
+    assert len(server.requests) == 1
 
 
 def test_a_failing_model_ends_the_loop_as_unavailable():

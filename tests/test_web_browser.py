@@ -70,7 +70,7 @@ def save(page: Page) -> None:
 
 
 def processes_with(marker: str) -> list[str]:
-    listing = subprocess.run(["ps", "-eo", "pid,ppid,args"], capture_output=True, text=True, check=True).stdout
+    listing = subprocess.run(["ps", "-ww", "-eo", "pid,ppid,args"], capture_output=True, text=True, check=True).stdout
     return [line for line in listing.splitlines() if marker in line and "ps -eo" not in line]
 
 

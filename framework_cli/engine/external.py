@@ -4,9 +4,10 @@ engine, any program that speaks MCP), named by a harness of type `external`.
 For one run it gets the run's own gateway on an ephemeral loopback port, and is started in the
 run's working folder with only PATH, HOME, LANG, TERM, FW_GATEWAY_URL, FW_GATEWAY_TOKEN and
 FW_RUN_ID in its environment and the input text on standard input. Its standard output,
-trimmed, is the answer. It runs under the process supervisor: at the timeout, and when it
-exits, everything it started is stopped, so nothing it started outlives the run. fw calls no
-model for such a run.
+trimmed, is the answer. It runs under the process supervisor: at the timeout, when it exits,
+and when its run is ended meanwhile (a cancelled task, `fw run end`; looked at twice a second),
+everything it started is stopped, so nothing it started outlives the run. fw calls no model
+for such a run.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..domain.runs import load_run, present
 from ..errors import FwError
 from ..home.secrets import redact
 from ..home.store import Home
@@ -76,7 +78,11 @@ class ExternalRunner:
         with self.gateway(job.home, record["run_id"], job.sources, heard) as url:
             env = {k: os.environ[k] for k in KEPT_ENV if k in os.environ}
             env.update(FW_GATEWAY_URL=url, FW_GATEWAY_TOKEN=job.token, FW_RUN_ID=record["run_id"])
-            done = _start(argv, record["directory"], env, self.timeout, job.message)
+            done = _start(argv, record["directory"], env, self.timeout, job.message, lambda: not _active(job.home, record["run_id"]))
+        if done.stopped:
+            raise FwError("run_ended", "the run was ended while its external runner worked (a cancelled task, `fw run end`); "
+                          "it and everything it started were stopped", "start a new run if the work is still wanted",
+                          reason="runner")
         if done.timed_out:
             raise FwError("unavailable", f"the external runner did not finish within {self.timeout:g} s; it and everything it started were stopped",
                           "give it longer with --timeout SECONDS, or look at what it waits for", reason="runner", timed_out=True)
@@ -90,9 +96,19 @@ class ExternalRunner:
                 "finish_reason": "stop", "tool_calls": list(job.tool_calls), "runner": "external"}
 
 
-def _start(argv: list[str], folder: str, env: dict[str, str], timeout: float, text: str) -> Any:
+def _active(home: Any, run_id: str) -> bool:
+    """Whether the run may still act: not ended, its lease not run out (a damaged record may not)."""
     try:
-        return run_supervised(argv, cwd=folder, env=env, timeout=timeout, stdin=text.encode("utf-8"), keep=OUTPUT_KEPT)
+        return present(load_run(home, run_id))["status"] == "active"
+    except FwError:
+        return False
+
+
+def _start(argv: list[str], folder: str, env: dict[str, str], timeout: float, text: str,
+           stop_when: Callable[[], bool] | None = None) -> Any:
+    try:
+        return run_supervised(argv, cwd=folder, env=env, timeout=timeout, stdin=text.encode("utf-8"), keep=OUTPUT_KEPT,
+                              stop_when=stop_when)
     except (FileNotFoundError, NotADirectoryError):
         raise FwError("unavailable", f"the external runner's program {argv[0]!r} was not found",
                       "give the harness a command whose program is on PATH, or a path", reason="runner") from None

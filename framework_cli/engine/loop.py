@@ -21,6 +21,7 @@ from .chat import Reply, ToolCall, wire_tool_call
 
 # Codes that mean "not allowed" rather than "went wrong": the model should not simply retry.
 REFUSAL_CODES = frozenset({"denied", "run_ended", "lease_expired", "session_ended"})
+RUN_OVER = frozenset({"run_ended", "lease_expired"})  # a run that can act no more: its loop stops
 
 CallTool = Callable[[str, Any], dict[str, Any]]
 OnEvent = Callable[[dict[str, Any]], None]
@@ -85,6 +86,10 @@ def run_loop(
             result.tool_calls.append(record)
             result.messages.append({"role": "tool", "tool_call_id": call.id, "content": content})
             emit({"type": "tool_call", "id": call.id, **record})
+        over = next((r["error"] for r in result.tool_calls[-len(reply.tool_calls):] if r.get("error") in RUN_OVER), None)
+        if over is not None:  # ended meanwhile (a cancelled task, `fw run end`): the model is not asked again
+            raise FwError(over, "the run can act no more: it was ended, or its lease ran out, while its agent worked",
+                          "start a new run if the work is still wanted")
     emit({"type": "answer", "text": result.answer})
     return result
 

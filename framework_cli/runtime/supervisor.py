@@ -32,6 +32,7 @@ HELPER = str(Path(__file__).with_name("_supervise.py"))
 GRACE_SECONDS = 5.0  # past the timeout: for the supervisor to kill the tree and report
 DRAIN_SECONDS = 1.0  # once the supervisor has gone: for output still in the pipes
 STOP_SECONDS = 5.0  # for a supervisor told to stop, before it is killed itself
+STOP_CHECK_SECONDS = 0.5  # how often `stop_when` is asked
 _CHUNK = 65536
 
 
@@ -56,15 +57,21 @@ class Finished:
     stdout_bytes: int  # how many bytes the program wrote in all
     stderr_bytes: int
     timed_out: bool
+    stopped: bool = False  # `stop_when` said so: it and everything it started were stopped
 
 
 def run_supervised(
     argv: list[str], *, cwd: str, env: dict[str, str], timeout: float, stdin: bytes = b"", keep: int = 1 << 20,
+    stop_when: Callable[[], bool] | None = None,
 ) -> Finished:
     """Run `argv` under a supervisor and return once it and everything it started are gone.
-    Starting errors are raised as `OSError`s (as `subprocess` raises them), a NUL in argv as
-    `ValueError`; a program stopped by `stop_all()` raises `FwError("interrupted")`."""
-    return _Supervised(argv, cwd, env, timeout, keep).run(stdin)
+    `stop_when`, asked every STOP_CHECK_SECONDS while it runs, stops it early (its run was
+    ended, say): then `Finished.stopped`. Starting errors are raised as `OSError`s (as
+    `subprocess` raises them), a NUL in argv as `ValueError`; a program stopped by
+    `stop_all()` raises `FwError("interrupted")`."""
+    supervised = _Supervised(argv, cwd, env, timeout, keep)
+    supervised.stop_when = stop_when
+    return supervised.run(stdin)
 
 
 def stop_all() -> None:
@@ -137,6 +144,8 @@ class _Supervised:
         self.out, self.err = bytearray(), bytearray()
         self.seen = {"out": 0, "err": 0}
         self.status = b""
+        self.stop_when: Callable[[], bool] | None = None
+        self.stopped = False
 
     def run(self, stdin: bytes) -> Finished:
         status_r = self._start()
@@ -198,10 +207,19 @@ class _Supervised:
                 selector.register(fd, selectors.EVENT_READ, name)
             os.set_blocking(proc.stdin.fileno(), False)
             selector.register(proc.stdin.fileno(), selectors.EVENT_WRITE, "in")
+            next_check = time.monotonic() + STOP_CHECK_SECONDS
             while any(key.data != "in" for key in selector.get_map().values()):
-                left = deadline - time.monotonic()
+                now = time.monotonic()
+                left = deadline - now
                 if left <= 0:
                     return self._ended
+                if self.stop_when is not None and not self.stopped and now >= next_check:
+                    next_check = now + STOP_CHECK_SECONDS
+                    if self.stop_when():  # the supervisor kills the tree and goes; its streams then close
+                        self.stopped = True
+                        self.signal_stop()
+                if self.stop_when is not None and not self.stopped:
+                    left = min(left, max(0.0, next_check - now))
                 for key, _ in selector.select(left):
                     if key.data == "in":
                         pending = self._feed(selector, key.fd, pending)
@@ -291,7 +309,8 @@ class _Supervised:
             code, timed_out = int(lines["ended"][0]), lines["ended"][1] == "1"
         else:  # the supervisor never reported: it was stopped at fw's deadline
             timed_out = True
-        return Finished(code, bytes(self.out), bytes(self.err), self.seen["out"], self.seen["err"], timed_out)
+        return Finished(code, bytes(self.out), bytes(self.err), self.seen["out"], self.seen["err"], timed_out and not self.stopped,
+                        self.stopped)
 
 
 def _interrupted() -> FwError:
