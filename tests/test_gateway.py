@@ -36,6 +36,7 @@ def gateway(home):
     proc.terminate()
     _, err = proc.communicate(timeout=30)
     assert "Traceback" not in err and CANARY not in err
+    assert proc.returncode == 130 and "Error: interrupted" in err, err  # SIGTERM is Ctrl-C, and says so
 
 
 def started(*args: str) -> tuple[str, str]:

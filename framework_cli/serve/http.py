@@ -101,8 +101,11 @@ def serve(app: Any, sock: socket.socket, *, on_started: Callable[[], None] | Non
 
         server.startup = startup  # type: ignore[method-assign]
     # uvicorn re-raises the signal that stopped it once it has shut down: SIGTERM then comes
-    # back as KeyboardInterrupt too, so every way of stopping ends as `interrupted`.
-    previous = signal.signal(signal.SIGTERM, _interrupt)
+    # back as KeyboardInterrupt too, so every way of stopping ends as `interrupted`. The
+    # command line's own handler (which also notes the interruption) is kept where it is set.
+    previous = signal.getsignal(signal.SIGTERM)
+    if not callable(previous):
+        signal.signal(signal.SIGTERM, _interrupt)
     try:
         server.run(sockets=[sock])
     finally:
