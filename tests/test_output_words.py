@@ -81,3 +81,15 @@ def test_a_filtered_listing_that_matches_nothing_says_so_not_that_there_are_none
         shown = fw(*args)
         assert shown.exit_code == 0 and shown.stdout.strip() == empty, (args, shown)
     assert fw("task", "list").stdout.strip() == "No tasks yet."
+
+
+def test_dispatch_counts_a_turn_that_gave_no_answer(home):
+    from test_sessions import post, setup
+
+    with ChatServer([{"content": "   "}]) as server:  # a blank answer: the turn is done, nothing is posted
+        setup(server.base_url, "ops")
+        fwj("session", "create", "s1", "--member", "alice", "--member", "ops")
+        post("s1", "alice", "@ops anything?")
+        shown = fw("dispatch", "--once")
+    assert shown.exit_code == 0, shown
+    assert "Turns run: 1, answered: 0, failed: 0, cancelled: 0, without an answer: 1." in shown.stdout, shown

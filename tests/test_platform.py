@@ -231,3 +231,15 @@ def test_say_text_is_literal_and_the_log_lists_nothing_said(home):
     assert fwj("bot", "local", "log", "desk") == {"bot": "desk", "actions": []}
     human = fw("bot", "local", "log", "desk")
     assert "has done nothing yet" in human.stdout
+
+
+def test_a_dry_run_of_going_offline_says_it_would_and_changes_nothing(home):
+    bot_of({})
+    before = snapshot(home)
+    doc = fwj("bot", "set", "desk", "--offline", "--dry-run")
+    assert doc["dry_run"] is True and doc["online"] is False and doc["files"] == []
+    assert doc["state_changes"] == ["bot desk would go offline (its state is kept in state.db)"]
+    human = fw("bot", "set", "desk", "--offline", "--dry-run")
+    assert "Bot desk would go offline" in human.stdout and "No change" not in human.stdout, human
+    assert fwj("bot", "show", "desk")["online"] is True and snapshot(home) == before
+    assert "No change" in fw("bot", "set", "desk", "--online", "--dry-run").stdout  # it is online already

@@ -293,6 +293,11 @@ def diff_of(changes: list[dict]) -> str:
 def render_dry_run(console: object, doc: dict) -> None:
     from rich.text import Text
 
-    diff = doc["diff"]
-    console.print(Text(diff.rstrip("\n")) if diff else "No change: the home already is as asked.")  # type: ignore[attr-defined]
+    diff, state = doc["diff"], doc.get("state_changes") or []
+    if diff:
+        console.print(Text(diff.rstrip("\n")))  # type: ignore[attr-defined]
+    for change in state:  # what would change outside the home's files
+        console.print(change[:1].upper() + change[1:] + ".")  # type: ignore[attr-defined]
+    if not diff and not state:
+        console.print("No change: the home already is as asked.")  # type: ignore[attr-defined]
     console.print(Text("Dry run: nothing was written.", style="dim"))  # type: ignore[attr-defined]

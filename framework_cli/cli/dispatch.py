@@ -43,5 +43,7 @@ def _progress(event: dict[str, Any]) -> None:
 
 def _render(console: Any, doc: dict[str, Any]) -> None:
     t, k = doc["turns"], doc["tasks"]
-    console.print(f"Turns run: {t['run']}, answered: {t['answered']}, failed: {t['failed']}, cancelled: {t['cancelled']}.")
+    silent = t["run"] - t["answered"] - t["failed"] - t["cancelled"]  # an empty answer (nothing posted), or put back
+    console.print(f"Turns run: {t['run']}, answered: {t['answered']}, failed: {t['failed']}, cancelled: {t['cancelled']}"
+                  + (f", without an answer: {silent}." if silent > 0 else "."))
     console.print(f"Tasks run: {k['run']}, done: {k['done']}, failed: {k['failed']}, cancelled: {k['cancelled']}.")

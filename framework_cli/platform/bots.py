@@ -162,4 +162,8 @@ def bot_set(home: Home, name: str, *, unsupported_apis: list[str] | None = None,
             secrets.save(home, BOT_SECRETS, name, {**secrets.load(home, BOT_SECRETS, name), "secret": secret})
         if online is not None and not home.is_dry_run:
             adapter_of(home, name, bot).set_online(online)
-    return bot_show(home, name)
+    shown = bot_show(home, name)
+    if online is not None and home.is_dry_run and shown["online"] != online:  # kept in state.db, not in a file
+        state = "online" if online else "offline"
+        shown = {**shown, "online": online, "state_changes": [f"bot {name} would go {state} (its state is kept in state.db)"]}
+    return shown
