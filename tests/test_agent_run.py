@@ -260,7 +260,8 @@ def test_the_installed_fw_runs_an_agent_and_shows_progress(home):
 def test_bad_invocations_start_no_run(home):
     with ChatServer([{"content": "x"}]) as server:
         setup_agent(server.base_url)
-        for args, code in ((["--message", "a", "--message-file", "f"], 2), ([], 2), (["--message", "a", "--max-rounds", "0"], 4)):
+        for args, code in ((["--message", "a", "--message-file", "f"], 2), ([], 2), (["--message", "a", "--max-rounds", "0"], 4),
+                           (["--message", ""], 4), (["--message", "  \n"], 4)):
             r = fw("agent", "run", "a1", *args, "--json")
             assert r.exit_code == code, r
         r = fw("agent", "run", "nope", "--message", "hi", "--json")

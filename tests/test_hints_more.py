@@ -169,3 +169,11 @@ def test_a_home_that_is_a_file_is_not_hinted_to_home_init(tmp_path):
     failed = fw("--home", str(afile), "agent", "list")
     assert failed.exit_code == 3 and "home init " + str(afile) not in failed.stderr, failed
     assert shlex.quote(str(afile)) not in " ".join(printed_commands(failed.stderr))
+
+
+def test_a_corrected_delete_leaves_out_the_confirmation_of_the_mistyped_name(home):
+    make_basics(with_key=False)
+    error = fwj("resource", "delete", "agent", "a2", "--confirm", "agent/a2", code=3)["error"]
+    assert error["did_you_mean"] == "a1" and "`fw resource delete agent a1 --json`?" in error["hint"], error
+    error = fwj("resource", "delete", "agent", "--confirm=agent/a2", "a2", code=3)["error"]
+    assert "`fw resource delete agent a1 --json`?" in error["hint"], error

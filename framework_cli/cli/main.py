@@ -283,10 +283,24 @@ def with_corrected_command(error: FwError, args: list[str]) -> FwError:
     if not given or not match or given not in args:
         return error
     position = args.index(given)
-    corrected = shlex.join(["fw", *args[:position], match, *args[position + 1:]])
+    rest_of_line = _without_confirm(args[position + 1:])  # a confirmation was of the plan of the name mistyped
+    corrected = shlex.join(["fw", *_without_confirm(args[:position]), match, *rest_of_line])
     rest = error.hint.split("? ", 1)[1] if error.hint.startswith("did you mean") else error.hint
     hint = f"did you mean `{corrected}`? {rest}"
     return FwError(error.code, error.message, hint, **error.extra)
+
+
+def _without_confirm(args: list[str]) -> list[str]:
+    """The arguments without `--confirm ITEMS` (or `--confirm=ITEMS`)."""
+    kept, skip = [], False
+    for arg in args:
+        if skip:
+            skip = False
+        elif arg == "--confirm":
+            skip = True
+        elif not arg.startswith("--confirm="):
+            kept.append(arg)
+    return kept
 
 
 # Command groups, each a module of this package with its own Typer app.

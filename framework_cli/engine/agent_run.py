@@ -51,6 +51,8 @@ def agent_run(
     The run's runner does the work: fw's own model loop, or an external program its harness
     names, which reaches the run through its own gateway (`gateway` serves one; the CLI hands
     it in). `timeout` bounds each model answer (default 60 s), or an external runner (600 s)."""
+    if not isinstance(message, str) or not message.strip():
+        raise FwError("invalid", "a message needs some text", "e.g. fw agent run AGENT --message 'what is in this home?'")
     if max_rounds is not None and (isinstance(max_rounds, bool) or not isinstance(max_rounds, int) or max_rounds < 1):
         raise FwError("invalid", "max_rounds must be a whole number, at least 1", "e.g. --max-rounds 5")
     if timeout is not None:
