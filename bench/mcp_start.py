@@ -62,22 +62,13 @@ def fw_json(fw: str, home: Path, *args: str) -> None:
 
 
 def http_server() -> tuple[subprocess.Popen, str]:
-    import socket
+    sys.path.insert(0, str(REPO / "tests"))
+    from fakes import http_mcp
 
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, str(SERVERS["raw"]), "--http", str(port)], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return proc, f"http://127.0.0.1:{port}/mcp"
-        except OSError:
-            if time.monotonic() > deadline or proc.poll() is not None:
-                sys.exit("the raw HTTP MCP server did not start")
-            time.sleep(0.05)
+    try:
+        return http_mcp.start(lambda port: [sys.executable, str(SERVERS["raw"]), "--http", str(port)], seconds=30)
+    except RuntimeError as exc:
+        sys.exit(str(exc))
 
 
 def make_home(fw: str, root: Path) -> Path:

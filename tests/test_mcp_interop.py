@@ -17,6 +17,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
 from conftest import CANARY, fw, fw_bin, fw_proc, fwj, snapshot
+from fakes import http_mcp
 from fakes.chat_server import ChatServer
 
 RAW = str(Path(__file__).parent / "fakes" / "raw_mcp_server.py")
@@ -314,21 +315,7 @@ def test_hints_name_the_run_and_the_server(home):
 
 # -- streamable HTTP, spoken by fw itself ------------------------------------------------------
 def _http_raw_server(*flags):
-    import socket
-    import time
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, RAW, "--http", str(port), *flags], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return proc, f"http://127.0.0.1:{port}/mcp"
-        except OSError:
-            assert time.monotonic() < deadline and proc.poll() is None, "the raw HTTP server did not start"
-            time.sleep(0.05)
+    return http_mcp.start(lambda port: [sys.executable, RAW, "--http", str(port), *flags], seconds=30)
 
 
 @pytest.mark.parametrize("answers", ["json", "sse"])

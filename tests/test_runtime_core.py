@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -16,6 +14,7 @@ import mcp.client.stdio  # noqa: F401  (loaded up front: the timing test below m
 import pytest
 
 from conftest import CANARY
+from fakes import http_mcp
 from fakes.chat_server import ChatServer
 from framework_cli.errors import FwError
 from framework_cli.engine.chat import ChatClient, merge_tool_call_pieces
@@ -248,9 +247,7 @@ def test_garbage_answers_are_unavailable(step):
 
 
 def test_an_unreachable_model_is_unavailable():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]  # closed once the block ends: nothing listens there
+    port = http_mcp.free_port()  # closed again: nothing listens there
     client = ChatClient(f"http://127.0.0.1:{port}/v1", CANARY, "m-1", timeout=5)
     with pytest.raises(FwError) as caught:
         client.complete([{"role": "user", "content": "hi"}], None)
@@ -372,28 +369,12 @@ def test_a_hung_server_is_given_up_on_at_the_start_timeout(tmp_path):
     assert_gone(hang_pid)
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def test_an_http_server_gets_its_headers(tmp_path):
-    port = free_port()
-    server = subprocess.Popen([sys.executable, FAKE_MCP, "--http", str(port)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server, url = http_mcp.start(lambda port: [sys.executable, FAKE_MCP, "--http", str(port)])
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                assert time.monotonic() < deadline and server.poll() is None, "the fake HTTP MCP server did not start"
-                time.sleep(0.1)
         secret = "hdr-secret-4f7e2a"
-        spec = ServerSpec("remote", transport="http", url=f"http://127.0.0.1:{port}/mcp", headers={"X-Api-Key": secret})
-        wrong = ServerSpec("wrong", transport="http", url=f"http://127.0.0.1:{port}/elsewhere")
+        spec = ServerSpec("remote", transport="http", url=url, headers={"X-Api-Key": secret})
+        wrong = ServerSpec("wrong", transport="http", url=url.replace("/mcp", "/elsewhere"))
         with McpConnections([spec, wrong]) as mcp:
             assert "add" in [t["name"] for t in mcp.tools["remote"]]
             # Redacted means the server received exactly the secret and fw did not show it.

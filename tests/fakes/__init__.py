@@ -1,1 +1,2 @@
-"""Fakes that tests run for real: a scripted chat completions server and an MCP server."""
+"""Fakes that tests run for real: a scripted chat completions server, MCP servers (stdio and
+HTTP) and a OneBot implementation."""
