@@ -81,7 +81,12 @@ def served(fw: str, home: str, events: int, workers: int, first_id: int) -> floa
         return time.perf_counter() - start
     finally:
         proc.send_signal(2)
-        proc.wait(60)
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:  # never leave a server behind, whatever went wrong
+            proc.kill()
+            proc.wait()
+            raise
 
 
 def one_by_one(fw: str, home: str, events: int, first_id: int) -> float:
