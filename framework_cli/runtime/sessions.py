@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from ..domain.identities import agent_set_enabled, get_binding, get_principal, no_principal
+from ..domain.identities import agent_bindings_of, agent_set_enabled, get_principal, no_principal
 from ..errors import FwError
 from ..home import secrets
 from ..home.kinds import check_name
@@ -203,7 +203,7 @@ def message_post(home: Home, session: str, author: str, text: str, *, hop: int =
         _open_session(store, session)
         members = _members(store, session)
         _require_author(home, members, author, session)
-        audience, by_agent = _turn_audience(home, members, author)  # inside the transaction: an enable cannot slip between
+        audience, agents = agent_bindings_of(home, members)  # inside the transaction: an enable cannot slip between
         if answers is not None:
             _close_claimed_turn(store, answers)
         mentions = mentions_in(text, members)
@@ -211,7 +211,7 @@ def message_post(home: Home, session: str, author: str, text: str, *, hop: int =
             "session": session, "author": author, "text": text, "mentions": json.dumps(mentions),
             "hop": hop, "run_id": run_id, "created_at": now_iso(),
         })
-        turns = _create_turns(store, session, message_id, author, members, mentions, hop, audience, by_agent)
+        turns = _create_turns(store, session, message_id, author, members, mentions, hop, audience, author in agents)
         message = _present_message(store.one("SELECT * FROM messages WHERE id = ?", (message_id,)))  # type: ignore[arg-type]
     if turns:
         work.changed()
@@ -257,26 +257,6 @@ def _require_author(home: Home, members: list[str], author: str, session: str) -
         raise FwError("not_found", f"no principal named {author!r}", hint, **suggestion)
     raise FwError("denied", f"{author!r} is not a member of session {session!r}",
                   hint_with(suggestion, f"add it first: `fw session add-member {session} {author}`"), **suggestion)
-
-
-def _turn_audience(home: Home, members: list[str], author: str) -> tuple[dict[str, dict[str, Any]], bool]:
-    """member -> its binding, for each member of kind agent whose binding can be read; and
-    whether the author is of kind agent. Only the session's members are read, so a post
-    costs the same in a home of thousands of principals."""
-    audience: dict[str, dict[str, Any]] = {}
-    by_agent = False
-    for name in members:
-        try:
-            principal = get_principal(home, name)
-            if principal is None or principal.get("kind") != "agent":
-                continue
-            by_agent = by_agent or name == author
-            binding = get_binding(home, name)
-        except FwError:
-            continue  # a corrupt file: `fw home check` names it; it gets no turn
-        if binding is not None:
-            audience[name] = binding
-    return audience, by_agent
 
 
 def _create_turns(store: StateStore, session: str, message_id: int, author: str, members: list[str],
