@@ -360,3 +360,22 @@ def test_a_result_holding_a_lone_surrogate_is_refused_whole_and_the_server_goes_
     assert json.loads(tool_call(run, "mcp__raw__plain", {"text": "x"}).stdout)["content"] == ["plain done"]
     assert [a["outcome"] for a in audit(home) if a["tool"] == "mcp__raw__halves"] == ["error"]
     (home / "audit.jsonl").read_text(encoding="utf-8")  # whole UTF-8 text: nothing unencodable was written
+
+
+def test_an_http_server_that_quotes_its_key_back_shows_no_piece_of_it(home):
+    """A server that refuses fw and echoes the request's headers (whole, escaped and cut): the
+    run says why the server is unavailable, and the header's value appears nowhere."""
+    proc, url = _http_raw_server("--reject")
+    try:
+        fwj("resource", "write", "mcp", "web", "--create", "--data",
+            json.dumps({"transport": "http", "url": url, "headers": {"X-Api-Key": CANARY}}))
+        agent(mcps=["web"])
+        result = fw("run", "start", "--agent", "a1", "--json")
+        assert result.exit_code == 0, result
+        why = result.json["unavailable_tools"]
+        assert any("HTTP 401" in (u.get("detail") or "") for u in why), why
+        shown = fw("tool", "list", "--run", result.json["run_id"])
+        assert CANARY not in shown.output and CANARY[: len(CANARY) // 2] not in result.output + shown.output
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)

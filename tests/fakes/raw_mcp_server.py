@@ -13,6 +13,8 @@ once and can say what the SDK would refuse to): `python raw_mcp_server.py [optio
                   from the handshake, required after it; answers as JSON, or with --sse as event
                   streams that first ask fw a question (sampling) and send a notification; the
                   `answers` tool tells what fw answered those questions
+  --reject        with --http: answer every POST 401, its body echoing every request header
+                  (a server that quotes a key back), escaped in JSON and cut in the middle too
 
 It writes its pid to $FAKE_MCP_PID_FILE first. Its tools: awkward names (`get.weather`, `a b`,
 `über`, 80 characters), one with the input schema `{"type": "string"}`, `ok` (read-only),
@@ -119,6 +121,11 @@ def serve_http(argv):
             message = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
             if self.path != "/mcp":
                 return self.reply(404, b"no such endpoint", "text/plain")
+            if "--reject" in argv:
+                headers = dict(sorted(self.headers.items(), key=lambda kv: not kv[0].lower().startswith("x-")))  # keys first
+                cut = {k: v[: len(v) // 2] for k, v in headers.items()}
+                echo = json.dumps({"error": "unauthorized", "you sent": headers, "cut": cut, "escaped": json.dumps(headers)})
+                return self.reply(401, echo.encode(), "application/json")
             initializing = message.get("method") == "initialize"
             if not initializing and self.headers.get("Mcp-Session-Id") != session:
                 return self.reply(400, b"Bad Request: no valid session id", "text/plain")
