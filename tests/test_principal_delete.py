@@ -112,3 +112,27 @@ def test_the_runs_of_a_deleted_principal_end_with_it_and_a_new_one_inherits_none
     assert refused["error"]["code"] == "run_ended"
     fwj("principal", "create", "ops2", "--kind", "agent")
     assert fwj("principal", "delete", "ops2") == {"principal": "ops2", "deleted": True}  # none to end: the same document
+
+
+def test_a_binding_removed_while_a_run_starts_leaves_no_active_run(home, monkeypatch):
+    """A run's record is written without the home's lock, so the binding is looked at again
+    once it is written: removed in between (here, as the record is being written), the run
+    is ended and the start refused, and no run acts for a principal that may be deleted."""
+    from conftest import make_basics
+
+    import framework_cli.domain.runs as runs
+
+    make_basics(with_key=False)
+    fwj("principal", "create", "ops", "--kind", "agent")
+    fwj("binding", "set", "ops", "--agent", "a1")
+    written = runs.record_text
+
+    def meanwhile(record):
+        (home / "bindings" / "ops.yaml").unlink(missing_ok=True)  # `fw binding remove ops` from another process
+        return written(record)
+
+    monkeypatch.setattr(runs, "record_text", meanwhile)
+    refused = fwj("run", "start", "--principal", "ops", code=3)
+    assert refused["error"]["code"] == "not_found", refused
+    monkeypatch.setattr(runs, "record_text", written)
+    assert [r["status"] for r in fwj("run", "list")["runs"]] == ["ended"]

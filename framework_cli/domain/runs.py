@@ -238,13 +238,12 @@ def run_start(
     start = prepare_run(home, principal, agent, lease, context)
     projection = project(start)
     if start.mode == "managed":  # the binding may have changed while the tools were listed
-        binding = _enabled_binding(home, start.identity)
-        if binding["agent"] != start.agent:
-            raise FwError("conflict", f"the binding of {start.identity!r} changed while the run started", "start the run again")
+        _same_binding(home, start)
     started = _now()
     run_id = f"run-{started.strftime('%Y%m%dT%H%M%S')}-{pysecrets.token_hex(4)}"
     # A new record, under its own lock: the home's lock would make every run's start wait for
-    # every other's writes. A binding changed from here on is seen by the run's next call.
+    # every other's writes. So the binding is looked at once more after the record is written:
+    # one removed, disabled or changed meanwhile (a principal deleted with it) ends the run.
     with home.record_locked(f"{RUNS}/{run_id}.json"):
         token = f"{GATEWAY_TOKEN_PREFIX}{run_id}_{pysecrets.token_urlsafe(32)}"
         record = {
@@ -272,7 +271,19 @@ def run_start(
             TOKEN_HASH: _token_hash(token),
         }
         home.write_text(f"{RUNS}/{run_id}.json", record_text(record))
+    if start.mode == "managed":
+        try:
+            _same_binding(home, start)
+        except FwError:
+            run_end(home, run_id)
+            raise
     return {**present(record), "gateway_token": token}
+
+
+def _same_binding(home: Home, start: RunStart) -> None:
+    binding = _enabled_binding(home, start.identity)
+    if binding["agent"] != start.agent:
+        raise FwError("conflict", f"the binding of {start.identity!r} changed while the run started", "start the run again")
 
 
 def record_text(record: dict[str, Any]) -> str:

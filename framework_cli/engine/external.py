@@ -78,11 +78,13 @@ class ExternalRunner:
         with self.gateway(job.home, record["run_id"], job.sources, heard) as url:
             env = {k: os.environ[k] for k in KEPT_ENV if k in os.environ}
             env.update(FW_GATEWAY_URL=url, FW_GATEWAY_TOKEN=job.token, FW_RUN_ID=record["run_id"])
-            done = _start(argv, record["directory"], env, self.timeout, job.message, lambda: not _active(job.home, record["run_id"]))
+            done = _start(argv, record["directory"], env, self.timeout, job.message, lambda: _status(job.home, record["run_id"]) != "active")
         if done.stopped:
-            raise FwError("run_ended", "the run was ended while its external runner worked (a cancelled task, `fw run end`); "
-                          "it and everything it started were stopped", "start a new run if the work is still wanted",
-                          reason="runner")
+            expired = _status(job.home, record["run_id"]) == "expired"
+            raise FwError("lease_expired" if expired else "run_ended",
+                          ("the run's lease ran out" if expired else "the run was ended (a cancelled task, `fw run end`)")
+                          + " while its external runner worked; it and everything it started were stopped",
+                          "start a new run if the work is still wanted", reason="runner")
         if done.timed_out:
             raise FwError("unavailable", f"the external runner did not finish within {self.timeout:g} s; it and everything it started were stopped",
                           "give it longer with --timeout SECONDS, or look at what it waits for", reason="runner", timed_out=True)
@@ -96,12 +98,12 @@ class ExternalRunner:
                 "finish_reason": "stop", "tool_calls": list(job.tool_calls), "runner": "external"}
 
 
-def _active(home: Any, run_id: str) -> bool:
-    """Whether the run may still act: not ended, its lease not run out (a damaged record may not)."""
+def _status(home: Any, run_id: str) -> str:
+    """The run's status now: active, ended or expired (a damaged record: ended, it may not act)."""
     try:
-        return present(load_run(home, run_id))["status"] == "active"
+        return str(present(load_run(home, run_id))["status"])
     except FwError:
-        return False
+        return "ended"
 
 
 def _start(argv: list[str], folder: str, env: dict[str, str], timeout: float, text: str,

@@ -29,6 +29,7 @@ INDEXED_FOLDERS = frozenset(spec.folder for spec in KINDS.values())
 LOCK_FILE = ".lock"
 RECORD_LOCKS_DIR = ".locks"  # the locks of records written without the home's lock (runs)
 RECORD_LOCKS = 64  # records share these by the hash of their path: two seldom wait for each other
+RECORD_FOLDERS = ("runs/",)  # the records written under `record_locked`; everything else takes the home's lock
 INDEX_DIR = ".index"  # one file a kind's folder (agents.json, ...), so a listing decodes only its kind
 LEGACY_INDEX_FILE = ".index.json"  # the single index of earlier versions, removed when the new one is written
 INDEX_VERSION = 5
@@ -172,7 +173,10 @@ class Home:
             self._planned[to] = before
 
     def _require_lock(self, rel: str | None = None) -> None:
-        if self._lock_depth == 0 and (rel is None or self._record_lock_of(rel) not in self._record_locks):
+        """Writes hold the home's lock; a record's (runs/) may hold its own lock instead."""
+        if self._lock_depth:
+            return
+        if rel is None or not rel.startswith(RECORD_FOLDERS) or self._record_lock_of(rel) not in self._record_locks:
             raise RuntimeError("home writes must hold the lock")
 
     # -- reading -------------------------------------------------------------------------

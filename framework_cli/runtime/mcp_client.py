@@ -36,7 +36,7 @@ from .. import __version__
 from ..errors import FwError, refuse_lone_surrogates, without_lone_surrogates
 from ..home import secrets
 from ..home.secrets import redact
-from ..http_client import SseReader
+from ..http_client import SseReader, UnreadableStream, bare_tls_context
 from .documents import redact_document
 from .supervisor import helper_command
 
@@ -572,7 +572,8 @@ async def _http_link(spec: ServerSpec) -> AsyncIterator[_HttpLink]:
     if not spec.url:
         raise FwError("invalid", "an http MCP server needs a url", "set the mcp's url")
     timeout = httpx.Timeout(30.0, read=300.0)  # a server may hold a stream open while a tool works
-    async with httpx.AsyncClient(timeout=timeout, follow_redirects=False) as http:
+    verify: Any = True if spec.url.startswith("https:") else bare_tls_context()  # plain http loads no CA bundle
+    async with httpx.AsyncClient(timeout=timeout, follow_redirects=False, verify=verify) as http:
         link = _HttpLink(http, spec.url, spec.headers)
         try:
             await link.initialize()
@@ -599,7 +600,7 @@ class _HttpLink(_Link):
         result = await self.request("initialize", {"protocolVersion": PROTOCOL_VERSION, "capabilities": {},
                                                    "clientInfo": {"name": "fw", "version": __version__}})
         version = result.get("protocolVersion")
-        self.version = version if isinstance(version, str) and version.isprintable() and len(version) < 40 else PROTOCOL_VERSION
+        self.version = version if isinstance(version, str) and _visible_ascii(version) and len(version) < 40 else PROTOCOL_VERSION
         await self.notify({"jsonrpc": "2.0", "method": "notifications/initialized"})
         return result
 
@@ -644,6 +645,8 @@ class _HttpLink(_Link):
             raise _LinkError(f"{self.url} did not answer in time") from None
         except httpx.HTTPError as exc:  # the class name only: an exception's text may quote a header
             raise _LinkError(f"{self.url} could not be reached ({type(exc).__name__})") from None
+        except UnreadableStream as exc:
+            raise _LinkError(f"the server's event stream cannot be read: {exc}") from None
         except UnicodeError:
             raise _LinkError("a header holds characters an HTTP header cannot carry") from None
         if found is None:
@@ -693,9 +696,12 @@ class _HttpLink(_Link):
 
 def _session_id(value: str | None) -> str | None:
     """A session id as the transport allows one (visible ASCII); anything else is not kept."""
-    if value and len(value) <= 1024 and all(0x21 <= ord(ch) <= 0x7E for ch in value):
-        return value
-    return None
+    return value if value and len(value) <= 1024 and _visible_ascii(value) else None
+
+
+def _visible_ascii(text: str) -> bool:
+    """What an HTTP header value may carry as it is."""
+    return all(0x21 <= ord(ch) <= 0x7E for ch in text)
 
 
 async def _read_capped(response: Any) -> bytes:
@@ -708,15 +714,18 @@ async def _read_capped(response: Any) -> bytes:
 
 
 async def _http_refusal(response: Any, in_session: bool) -> str:
-    """Why a POST was refused: its status, and the start of what the server said (redacted
-    whole before it is cut, so a secret it echoes leaves no piece behind)."""
+    """Why a POST was refused: its status, and the start of what the server said. The start
+    of what was read is redacted before it is cut, and cut before its white space is
+    collapsed, so that a secret it echoes leaves no piece behind, even one that straddles
+    the end of what was read (far past the part shown)."""
     data = bytearray()
     async for chunk in response.aiter_bytes():
         data += chunk
         if len(data) >= 65536:
             break
-    text = " ".join(redact(data.decode("utf-8", "replace")).split())
-    text = text[:_MESSAGE_CHARS // 2] + ("..." if len(text) > _MESSAGE_CHARS // 2 else "")
+    shown = _MESSAGE_CHARS // 2
+    text = redact(data.decode("utf-8", "replace"))
+    text = " ".join(text[:shown].split()) + ("..." if len(text) > shown else "")
     status = f"HTTP {response.status_code} {response.reason_phrase}".strip()
     if response.status_code == 404 and in_session:
         return f"the server ended fw's session ({status})"

@@ -65,9 +65,14 @@ def principal_remove(home: Home, name: str, *, recursive: bool = False, confirm:
 
 def _with_runs_ended(home: Home, name: str, doc: dict[str, Any]) -> dict[str, Any]:
     """End the deleted principal's active runs; the document says which (`ended_runs`), if any."""
-    ended = [r["run_id"] for r in run_list(home, status="active")["runs"] if r.get("mode") == "managed" and r.get("identity") == name]
-    for run_id in ended:
-        run_end(home, run_id)
+    active = [r["run_id"] for r in run_list(home, status="active")["runs"] if r.get("mode") == "managed" and r.get("identity") == name]
+    ended = []
+    for run_id in active:
+        try:
+            run_end(home, run_id)
+            ended.append(run_id)
+        except FwError:
+            pass  # gone or damaged meanwhile: it cannot act either way
     return {**doc, "ended_runs": ended} if ended else doc
 
 

@@ -104,12 +104,14 @@ def serve(app: Any, sock: socket.socket, *, on_started: Callable[[], None] | Non
     # back as KeyboardInterrupt too, so every way of stopping ends as `interrupted`. The
     # command line's own handler (which also notes the interruption) is kept where it is set.
     previous = signal.getsignal(signal.SIGTERM)
-    if not callable(previous):
+    ours = not callable(previous)
+    if ours:
         signal.signal(signal.SIGTERM, _interrupt)
     try:
         server.run(sockets=[sock])
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        if ours:  # the command line's handler, kept, may have set SIGTERM aside for the unwinding
+            signal.signal(signal.SIGTERM, previous)
         sock.close()
 
 

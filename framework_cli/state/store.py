@@ -106,12 +106,14 @@ class StateStore:
         database sleeps for milliseconds at a time, which made a dispatcher's workers slower
         together than one alone."""
         with self._lock:
-            outermost = self._depth == 0
-            if outermost:
-                _writers(self.path).acquire()
-            self._depth += 1
-            savepoint = f"sp{self._depth}"
+            outermost, held = self._depth == 0, False
             try:
+                # bounded as SQLite's own wait is: a writer stuck holding it fails the others, never hangs them
+                if outermost and not (held := _writers(self.path).acquire(timeout=BUSY_TIMEOUT_MS / 1000)):
+                    raise FwError("unavailable", f"{self.path} is locked by another writer of this process",
+                                  "try again once it has finished", path=STATE_FILE, reason="state_busy")
+                self._depth += 1
+                savepoint = f"sp{self._depth}"
                 try:
                     with self._statement():
                         self.db.execute("BEGIN IMMEDIATE" if outermost else f"SAVEPOINT {savepoint}")
@@ -129,7 +131,7 @@ class StateStore:
                 finally:
                     self._depth -= 1
             finally:
-                if outermost:
+                if held:
                     _writers(self.path).release()
 
     def _roll_back(self, savepoint: str) -> None:

@@ -15,6 +15,8 @@ once and can say what the SDK would refuse to): `python raw_mcp_server.py [optio
                   `answers` tool tells what fw answered those questions
   --reject        with --http: answer every POST 401, its body echoing every request header
                   (a server that quotes a key back), escaped in JSON and cut in the middle too
+  --reject-padded with --http: answer every POST 401 with 64 KiB of spaces, then the value of
+                  X-Api-Key, sent so that its first 8 characters end the first 64 KiB
 
 It writes its pid to $FAKE_MCP_PID_FILE first. Its tools: awkward names (`get.weather`, `a b`,
 `über`, 80 characters), one with the input schema `{"type": "string"}`, `ok` (read-only),
@@ -121,6 +123,19 @@ def serve_http(argv):
             message = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
             if self.path != "/mcp":
                 return self.reply(404, b"no such endpoint", "text/plain")
+            if "--reject-padded" in argv:
+                key = self.headers.get("X-Api-Key", "")
+                prefix = '{"you sent": "'
+                body = (" " * (65528 - len(prefix)) + prefix + key + '"}').encode()
+                self.send_response(401)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body[:65536])
+                self.wfile.flush()
+                time.sleep(0.2)
+                self.wfile.write(body[65536:])
+                return None
             if "--reject" in argv:
                 headers = dict(sorted(self.headers.items(), key=lambda kv: not kv[0].lower().startswith("x-")))  # keys first
                 cut = {k: v[: len(v) // 2] for k, v in headers.items()}
