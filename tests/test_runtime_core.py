@@ -384,3 +384,19 @@ def test_an_http_server_gets_its_headers(tmp_path):
     finally:
         server.terminate()
         server.wait(timeout=10)
+
+
+def test_an_http_server_that_forgets_the_session_is_given_a_new_one_and_the_call_goes_through():
+    """A 404 to a request of fw's session (a server restarted meanwhile): fw starts a new
+    session, as the transport asks, and sends the request once more."""
+    raw = str(Path(__file__).parent / "fakes" / "raw_mcp_server.py")
+    server, url = http_mcp.start(lambda port: [sys.executable, raw, "--http", str(port), "--forget", "2"], seconds=30)
+    try:
+        with McpConnections([ServerSpec("web", transport="http", url=url)]) as mcp:
+            assert mcp.unavailable == {}
+            for _ in range(3):  # the listing and these calls cross two forgotten sessions
+                assert mcp.call("web", "plain", {"text": "x"})["content"] == ["plain done"]
+            assert int(mcp.call("web", "sessions", {})["content"][0]) >= 2
+    finally:
+        server.terminate()
+        server.wait(timeout=10)

@@ -332,6 +332,10 @@ class _LinkError(Exception):
     """The server cannot be talked to (closed, or it broke the protocol)."""
 
 
+class _SessionGone(_LinkError):
+    """The server answered 404 to a request of fw's session: it has forgotten the session."""
+
+
 class _RemoteError(Exception):
     """The server answered a request with a JSON-RPC error."""
 
@@ -591,10 +595,13 @@ class _HttpLink(_Link):
     session id the server gives at the handshake goes on every later request."""
 
     def __init__(self, http: Any, url: str, headers: dict[str, str]) -> None:
+        import anyio
+
         self.http, self.url, self.headers = http, url, dict(headers)
         self._ids = itertools.count(1)
         self.session: str | None = None
         self.version: str | None = None
+        self._restart = anyio.Lock()
 
     async def initialize(self) -> dict[str, Any]:
         result = await self.request("initialize", {"protocolVersion": PROTOCOL_VERSION, "capabilities": {},
@@ -605,9 +612,26 @@ class _HttpLink(_Link):
         return result
 
     async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        request_id = next(self._ids)
-        answer = await self._post({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}, request_id)
-        return self.result_of(answer, method)
+        """One request; when the server has forgotten fw's session (404, a restarted server),
+        a new session is started, as the transport asks, and the request sent once more (a
+        404 means the server did nothing with it)."""
+        for attempt in (1, 2):
+            request_id, session = next(self._ids), self.session
+            try:
+                answer = await self._post({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}, request_id)
+            except _SessionGone:
+                if attempt == 2 or method == "initialize":
+                    raise
+                await self._start_again(session)
+                continue
+            return self.result_of(answer, method)
+        raise AssertionError("unreachable")
+
+    async def _start_again(self, lost: str | None) -> None:
+        async with self._restart:
+            if self.session == lost:  # not yet started again by a call that found it gone first
+                self.session = self.version = None
+                await self.initialize()
 
     async def notify(self, message: dict[str, Any]) -> None:
         await self._post(message, None)
@@ -631,7 +655,9 @@ class _HttpLink(_Link):
                 if message.get("method") == "initialize":
                     self.session = _session_id(response.headers.get("mcp-session-id"))
                 if not 200 <= response.status_code < 300:
-                    raise _LinkError(await _http_refusal(response, self.session is not None))
+                    why = await _http_refusal(response, self.session is not None)
+                    gone = response.status_code == 404 and self.session is not None and message.get("method") != "initialize"
+                    raise (_SessionGone if gone else _LinkError)(why)
                 if wanted is None:
                     return {}
                 kind = response.headers.get("content-type", "").split(";")[0].strip().lower()

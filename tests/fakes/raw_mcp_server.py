@@ -15,6 +15,8 @@ once and can say what the SDK would refuse to): `python raw_mcp_server.py [optio
                   `answers` tool tells what fw answered those questions
   --reject        with --http: answer every POST 401, its body echoing every request header
                   (a server that quotes a key back), escaped in JSON and cut in the middle too
+  --forget N      with --http: forget the session after N requests in it (a restarted server):
+                  the next request of it is answered 404; `sessions` tells how many were started
   --reject-padded with --http: answer every POST 401 with 64 KiB of spaces, then the value of
                   X-Api-Key, sent so that its first 8 characters end the first 64 KiB
 
@@ -55,6 +57,7 @@ def tools(argv):
     ]
     if "--http" in argv:
         listed.append({"name": "answers", "description": "What fw answered this server's questions.", "inputSchema": NONE})
+        listed.append({"name": "sessions", "description": "How many sessions were started.", "inputSchema": NONE})
     if "--broken" in argv:
         listed.append({"name": "broken", "description": "A schema that is not one.", "inputSchema": "not a schema"})
     if "--tools" in argv:
@@ -107,7 +110,9 @@ def respond(message, argv):
 def serve_http(argv):
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-    port, sse, session = int(argv[argv.index("--http") + 1]), "--sse" in argv, "raw-session-7f3a"
+    port, sse = int(argv[argv.index("--http") + 1]), "--sse" in argv
+    forget = int(argv[argv.index("--forget") + 1]) if "--forget" in argv else None
+    state = {"session": None, "started": 0, "served": 0}
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -117,7 +122,7 @@ def serve_http(argv):
             pass
 
         def do_DELETE(self):
-            self.reply(200 if self.headers.get("Mcp-Session-Id") == session else 404, b"", "text/plain")
+            self.reply(200 if self.headers.get("Mcp-Session-Id") == state["session"] else 404, b"", "text/plain")
 
         def do_POST(self):
             message = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
@@ -142,9 +147,24 @@ def serve_http(argv):
                 echo = json.dumps({"error": "unauthorized", "you sent": headers, "cut": cut, "escaped": json.dumps(headers)})
                 return self.reply(401, echo.encode(), "application/json")
             initializing = message.get("method") == "initialize"
-            if not initializing and self.headers.get("Mcp-Session-Id") != session:
+            given = self.headers.get("Mcp-Session-Id")
+            if initializing:
+                state["started"] += 1
+                state["session"], state["served"] = f"raw-session-{state['started']}", 0
+            elif not given:
                 return self.reply(400, b"Bad Request: no valid session id", "text/plain")
-            answered = respond(message, argv)
+            elif given != state["session"]:
+                return self.reply(404, b"Session not found", "text/plain")
+            elif "id" in message and "method" in message:
+                state["served"] += 1
+                if forget is not None and state["served"] > forget:
+                    state["session"] = None  # forgotten: this request is not served
+                    return self.reply(404, b"Session not found", "text/plain")
+            if message.get("method") == "tools/call" and (message.get("params") or {}).get("name") == "sessions":
+                answered = {"jsonrpc": "2.0", "id": message["id"],
+                            "result": {"content": [{"type": "text", "text": str(state["started"])}]}}
+            else:
+                answered = respond(message, argv)
             if answered is None:
                 return self.reply(202, b"", "text/plain")
             if not sse or initializing:
@@ -159,7 +179,7 @@ def serve_http(argv):
             self.send_header("Content-Type", kind)
             self.send_header("Content-Length", str(len(body)))
             if with_session:
-                self.send_header("Mcp-Session-Id", session)
+                self.send_header("Mcp-Session-Id", state["session"])
             self.end_headers()
             self.wfile.write(body)
 
