@@ -4,6 +4,7 @@ names that start with `_`)."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import statistics
@@ -69,3 +70,13 @@ def medians(cmds: list[list[str]], runs: int, measure: Callable[[list[str]], tup
         for cmd, seen in zip(cmds, times):
             seen.append(measure(cmd)[0])
     return [statistics.median(seen) for seen in times]
+
+
+def model_home_steps(base_url: str) -> list[list[str]]:
+    """The fw commands that make a new home with provider p on `base_url` (its key read from
+    $BENCH_KEY) and model m that calls tools: the start of every benchmark that runs a model."""
+    return [
+        ["home", "init"],
+        ["resource", "write", "provider", "p", "--create", "--data", json.dumps({"base_url": base_url, "api_key_env": "BENCH_KEY"})],
+        ["resource", "write", "model", "m", "--create", "--data", json.dumps({"provider": "p", "model_id": "m-1", "capabilities": {"tool_call": True}})],
+    ]

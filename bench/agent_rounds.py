@@ -18,7 +18,6 @@ average is printed with the figures."""
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import statistics
@@ -30,7 +29,7 @@ BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
 sys.path.insert(0, str(BENCH.parent / "tests"))
 
-from _common import fw_path, timed  # noqa: E402
+from _common import fw_path, model_home_steps, timed  # noqa: E402
 from fakes.chat_server import ChatServer  # noqa: E402
 
 LLM_TOOL = "def list_agents() -> str:\n    \"Names of the agents.\"\n    return 'a'\n"
@@ -72,12 +71,7 @@ class Measure:
 
 
 def fw_measures(fw: str, home: str, server: ChatServer, rounds: int) -> list[Measure]:
-    setup = [
-        ["home", "init"],
-        ["resource", "write", "provider", "p", "--create", "--data", json.dumps({"base_url": server.base_url, "api_key_env": "BENCH_KEY"})],
-        ["resource", "write", "model", "m", "--create", "--data", json.dumps({"provider": "p", "model_id": "m-1", "capabilities": {"tool_call": True}})],
-        ["agent", "create", "a", "--model", "m", "--builtin-tool", "resource_management"],
-    ]
+    setup = [*model_home_steps(server.base_url), ["agent", "create", "a", "--model", "m", "--builtin-tool", "resource_management"]]
     for step in setup:
         timed([fw, "--home", home, *step])
     cmd = [fw, "--home", home, "agent", "run", "a", "--message", "hi", "--json"]

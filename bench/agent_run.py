@@ -10,7 +10,6 @@ median of each, their difference and their ratio."""
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -21,7 +20,7 @@ BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
 sys.path.insert(0, str(BENCH.parent / "tests"))
 
-from _common import fw_path, timed  # noqa: E402
+from _common import fw_path, model_home_steps, timed  # noqa: E402
 from fakes.chat_server import ChatServer  # noqa: E402
 
 
@@ -34,12 +33,7 @@ def main() -> None:
     os.environ["BENCH_KEY"] = "sk-bench-key-0000"  # the provider reads its key from here
     with tempfile.TemporaryDirectory() as tmp, ChatServer([{"content": "ok"}], repeat_last=True) as server:
         home = str(Path(tmp) / "home")
-        setup = [
-            ["home", "init"],
-            ["resource", "write", "provider", "p", "--create", "--data", json.dumps({"base_url": server.base_url, "api_key_env": "BENCH_KEY"})],
-            ["resource", "write", "model", "m", "--create", "--data", json.dumps({"provider": "p", "model_id": "m-1", "capabilities": {"tool_call": True}})],
-            ["agent", "create", "a", "--model", "m", "--builtin-tool", "resource_management"],
-        ]
+        setup = [*model_home_steps(server.base_url), ["agent", "create", "a", "--model", "m", "--builtin-tool", "resource_management"]]
         for step in setup:
             timed([fw, "--home", home, *step])
         start_cmd = [fw, "--home", home, "run", "start", "--agent", "a", "--json"]

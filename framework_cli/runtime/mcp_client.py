@@ -369,8 +369,12 @@ class _Link:
     async def initialize(self) -> dict[str, Any]:
         result = await self.request("initialize", {"protocolVersion": PROTOCOL_VERSION, "capabilities": {},
                                                    "clientInfo": {"name": "fw", "version": __version__}})
+        self.agreed(result)
         await self.notify({"jsonrpc": "2.0", "method": "notifications/initialized"})
         return result
+
+    def agreed(self, result: dict[str, Any]) -> None:
+        """What the handshake settled that later messages carry (nothing, on stdio)."""
 
     async def list_tools(self) -> list[dict[str, Any]]:
         tools: list[dict[str, Any]] = []
@@ -603,29 +607,26 @@ class _HttpLink(_Link):
         self.version: str | None = None
         self._restart = anyio.Lock()
 
-    async def initialize(self) -> dict[str, Any]:
-        result = await self.request("initialize", {"protocolVersion": PROTOCOL_VERSION, "capabilities": {},
-                                                   "clientInfo": {"name": "fw", "version": __version__}})
+    def agreed(self, result: dict[str, Any]) -> None:
+        """The protocol version the server answered goes on every later request."""
         version = result.get("protocolVersion")
         self.version = version if isinstance(version, str) and _visible_ascii(version) and len(version) < 40 else PROTOCOL_VERSION
-        await self.notify({"jsonrpc": "2.0", "method": "notifications/initialized"})
-        return result
 
     async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         """One request; when the server has forgotten fw's session (404, a restarted server),
         a new session is started, as the transport asks, and the request sent once more (a
         404 means the server did nothing with it)."""
-        for attempt in (1, 2):
-            request_id, session = next(self._ids), self.session
-            try:
-                answer = await self._post({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}, request_id)
-            except _SessionGone:
-                if attempt == 2 or method == "initialize":
-                    raise
-                await self._start_again(session)
-                continue
-            return self.result_of(answer, method)
-        raise AssertionError("unreachable")
+        session = self.session
+        try:
+            answer = await self._send_request(method, params)
+        except _SessionGone:
+            await self._start_again(session)
+            answer = await self._send_request(method, params)
+        return self.result_of(answer, method)
+
+    async def _send_request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        request_id = next(self._ids)
+        return await self._post({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}, request_id)
 
     async def _start_again(self, lost: str | None) -> None:
         async with self._restart:
