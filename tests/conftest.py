@@ -18,7 +18,29 @@ from framework_cli.cli.main import build_app
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE_HOME = REPO / "sample_home"
 CANARY = "sk-CANARY-7f3a9c1e5b2d4f60"
+# A second canary whose URL-encoded, HTML-escaped and JSON-escaped forms all differ from it.
+ODD_CANARY = "sk-ODD/Canary+4e=9b&7c<2d>'a1\"f0"
 APP = build_app()
+
+
+def canary_marks(value: str) -> list[str]:
+    """What shows that a secret leaked: the first half of it, and of each form a server may
+    echo it in (URL-encoded, HTML-escaped, JSON-escaped), so that a cut key counts too (any
+    leading piece of at least half a secret is one)."""
+    import html
+    from urllib.parse import quote, quote_plus
+
+    found = {value, quote(value, safe=""), quote_plus(value, safe=""), html.escape(value), html.escape(value, quote=False),
+             json.dumps(value)[1:-1], json.dumps(value).replace("/", "\\/")[1:-1]}
+    return sorted({form[: (len(form) + 1) // 2] for form in found})
+
+
+LEAK_MARKS = canary_marks(CANARY) + canary_marks(ODD_CANARY)
+
+
+def leaked(text: str) -> str | None:
+    """The canary mark in `text`, if any."""
+    return next((mark for mark in LEAK_MARKS if mark in text), None)
 
 # Typer turns the app into a click command on every CliRunner.invoke: for fw's whole app that is
 # most of an in-process call's time. The command is built from the same app each time, so build
@@ -50,8 +72,8 @@ def fw(*args: str, input: str | None = None, env: dict | None = None) -> Result:
     """Run fw in-process through Typer's CliRunner."""
     runner = CliRunner()
     result = runner.invoke(APP, list(args), input=input, env=env, catch_exceptions=False)
-    # Every output of every test is checked for the canary key: a leak anywhere fails.
-    assert CANARY not in result.stdout + result.stderr, f"the canary key leaked: fw {' '.join(args)}"
+    # Every output of every test is checked for the canary keys, in every form and cut: a leak anywhere fails.
+    assert not leaked(result.stdout + result.stderr), f"a canary key leaked: fw {' '.join(args)}"
     return Result(result.exit_code, result.stdout, result.stderr)
 
 
@@ -75,7 +97,7 @@ def fw_proc(*args: str, input: str | None = None, home: Path | None = None, time
     if home is not None:
         env["FW_HOME"] = str(home)
     proc = subprocess.run([fw_bin(), *args], input=input, capture_output=True, text=True, env=env, timeout=timeout)
-    assert CANARY not in proc.stdout + proc.stderr, f"the canary key leaked: fw {' '.join(args)}"
+    assert not leaked(proc.stdout + proc.stderr), f"a canary key leaked: fw {' '.join(args)}"
     return Result(proc.returncode, proc.stdout, proc.stderr)
 
 
@@ -218,14 +240,14 @@ def _canary_leaks(root: Path) -> list[str]:
             rel = path.relative_to(home).parts
             if rel[0] == "secrets" or not path.is_file() or path.name.startswith("state.db") or path in _HAND_WRITTEN:
                 continue
-            if CANARY.encode() in path.read_bytes():
+            if leaked(path.read_bytes().decode("utf-8", "replace")):
                 leaks.append(str(path))
     for db_path in root.rglob("state.db"):
         try:
             db = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
             tables = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
             for table in tables:
-                if any(CANARY in repr(row) for row in db.execute(f'SELECT * FROM "{table}"')):
+                if any(leaked(" ".join(map(str, row))) for row in db.execute(f'SELECT * FROM "{table}"')):
                     leaks.append(f"{db_path} table {table}")
             db.close()
         except sqlite3.DatabaseError:

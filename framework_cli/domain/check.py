@@ -62,6 +62,7 @@ def check_home(home: Home) -> dict[str, Any]:
                     }
                 )
         _stray_files(home, spec, warnings)
+    _short_env_keys(valid, warnings)
 
     for kind, entry in valid:
         for ref_kind, ref in entry["refs"]:
@@ -110,6 +111,22 @@ def check_home(home: Home) -> dict[str, Any]:
     _check_bots(home, problems)
     home.save_index()
     return {"home": str(home.root), "ok": not problems, "problems": problems, "warnings": warnings, "counts": counts}
+
+
+def _short_env_keys(valid: list[tuple[str, dict[str, Any]]], warnings: list[dict[str, Any]]) -> None:
+    """A provider key read from the environment is redacted from every output, but a short one
+    only where it stands as a whole word, and one under 4 characters not at all."""
+    for kind, entry in valid:
+        variable = (entry.get("summary") or {}).get("api_key_env") if kind == "provider" else None
+        value = os.environ.get(variable) if isinstance(variable, str) else None
+        if not value or len(value) >= secrets.WHOLE_WORD_BELOW:
+            continue
+        how = ("is not redacted from fw's output at all" if len(value) < secrets.MIN_REDACTED
+               else "is redacted from fw's output only where it stands as a whole word")
+        warnings.append({"code": "short_key", "path": entry["path"],
+                         "message": f"provider {entry['name']!r} reads its key from ${variable}, which holds {len(value)} characters: "
+                                    f"so short a key {how}",
+                         "hint": "use the provider's real key (real keys are far longer), or store one with --api-key-stdin"})
 
 
 def _check_state(home: Home, problems: list[dict[str, Any]]) -> None:

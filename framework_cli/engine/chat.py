@@ -266,9 +266,7 @@ class ChatClient:
 
     def _scrub(self, text: str) -> str:
         """Remove the key (even one shorter than redact's minimum) and every known secret."""
-        if self._api_key:
-            text = text.replace(self._api_key, secrets.REDACTED)
-        return secrets.redact(text)
+        return secrets.redact_with(text, self._api_key)
 
     def _snippet(self, body: str) -> str:
         # Scrub the whole body before cutting: a key that straddles the cut would survive a

@@ -6,10 +6,14 @@ stderr, errors, audit). Each invocation starts afresh (`forget_all`) and learns 
 of the home it opens (`remember_home`), so what is redacted never depends on what an earlier
 command of the same process happened to load.
 
-A secret is also found in the forms JSON gives it: `"` and `\\` escaped, `/` escaped as
-`\\/` (as PHP and some servers write it), non-ASCII as `\\uXXXX`. A value replaced or removed
-by a later write (a rotated key) is kept in `secrets/.retired.json` and stays known, so an
-old key is never shown in the clear either; deleting the resource forgets its values.
+A secret is also found in the forms a server may echo it in (JSON-escaped, URL-encoded,
+HTML-escaped: `forms`), and cut short: any leading piece of a form at least 8 characters and
+half its length long, wherever it stands. A value of 4 to 7 characters (a key from the
+environment may be that short) is redacted where it stands as a whole word; a shorter one
+cannot be, and `fw home check` warns about it. Text is redacted first and cut after, always.
+A value replaced or removed by a later write (a rotated key) is kept in
+`secrets/.retired.json` and stays known, so an old key is never shown in the clear either;
+deleting the resource forgets its values.
 """
 
 from __future__ import annotations
@@ -23,7 +27,9 @@ from ..errors import FwError, refuse_lone_surrogates
 from .store import SECRETS_DIR, Home
 
 REDACTED = "[redacted]"
-_MIN_LEN = 6  # shorter values would mangle ordinary words; no real key is that short
+MIN_REDACTED = 4  # shorter values cannot be told from ordinary text at all: `fw home check` warns
+WHOLE_WORD_BELOW = 8  # values shorter than this are redacted only where they stand as a whole word
+MIN_PIECE = 8  # a leading piece of a secret this long, and half its length, is a cut secret
 MIN_KEY_LEN = 8  # a key given to fw: shorter cannot be told apart from ordinary text
 RETIRED = f"{SECRETS_DIR}/.retired.json"
 MAX_RETIRED = 100  # the most recent values replaced or removed, kept known
@@ -31,46 +37,116 @@ MAX_RETIRED = 100  # the most recent values replaced or removed, kept known
 # process, whether or not this one ever saw the token.
 GATEWAY_TOKEN_PREFIX = "fwgt_"
 _TOKEN_SHAPE = re.escape(GATEWAY_TOKEN_PREFIX) + r"[A-Za-z0-9_-]{20,}"
+_WORD = r"[A-Za-z0-9_]"
 _known: set[str] = set()
-_pattern: re.Pattern[str] | None = None  # every form of every known value, longest first
+_matcher: _Matcher | None = None  # built from every form of every known value when first needed
 _homes_read: dict[str, tuple[int, ...]] = {}  # home -> the stamp of its secret store when last read
 
 
 def remember(value: Any) -> None:
-    global _pattern
+    global _matcher
     if isinstance(value, str):
-        if len(value) >= _MIN_LEN and value not in _known:
+        if len(value) >= MIN_REDACTED and value not in _known:
             _known.add(value)
-            _pattern = None
+            _matcher = None
     elif isinstance(value, dict):
         for item in value.values():
             remember(item)
 
 
 def forget_all() -> None:
-    global _pattern
+    global _matcher
     _known.clear()
-    _pattern = None
+    _matcher = None
     _homes_read.clear()
 
 
-def _forms(value: str) -> set[str]:
-    """The value, and each form JSON text may carry it in."""
-    forms = {value}
+def forms(value: str) -> set[str]:
+    """The value, and each form text may carry it in: JSON-escaped (`"` and `\\` escaped, `/`
+    as `\\/` as PHP and some servers write it, non-ASCII as `\\uXXXX`), URL-encoded (upper- and
+    lower-case hex, a space as `%20` or `+`) and HTML-escaped (`&#x27;` or `&#39;`)."""
+    from html import escape
+    from urllib.parse import quote, quote_plus
+
+    found = {value}
     for ascii_only in (False, True):
         escaped = json.dumps(value, ensure_ascii=ascii_only)[1:-1]
-        forms.update((escaped, escaped.replace("/", "\\/")))
-    return forms
+        found.update((escaped, escaped.replace("/", "\\/")))
+    for encoded in (quote(value, safe=""), quote_plus(value, safe="")):
+        found.update((encoded, re.sub(r"%[0-9A-F]{2}", lambda m: m.group(0).lower(), encoded)))
+    for html in (escape(value, quote=True), escape(value, quote=False)):
+        found.update((html, html.replace("&#x27;", "&#39;")))
+    return found
 
 
-def _known_pattern() -> re.Pattern[str]:
-    global _pattern
-    pattern = _pattern
-    if pattern is None:
-        values = tuple(_known)  # a copy: a dispatcher's other threads may remember more meanwhile
-        forms = sorted({form for value in values for form in _forms(value)}, key=len, reverse=True)
-        pattern = _pattern = re.compile("|".join([*map(re.escape, forms), _TOKEN_SHAPE]))
-    return pattern
+class _Matcher:
+    """Finds every known secret in a text: each of its forms whole, and any leading piece of a
+    form at least MIN_PIECE characters and half its length long (a secret cut short by a
+    server, a log line or a column), wherever it stands; a value shorter than WHOLE_WORD_BELOW
+    only as a whole word. Where pieces of several forms start at one place, the longest wins."""
+
+    def __init__(self, values: tuple[str, ...]) -> None:
+        short: set[str] = set()
+        pieces: set[str] = set()
+        self.by_start: dict[str, list[str]] = {}  # the first MIN_PIECE characters -> the forms that start so
+        for value in values:
+            for form in forms(value):
+                if len(value) < WHOLE_WORD_BELOW:
+                    short.add(form)
+                    continue
+                pieces.add(form[: _shortest_piece(form)])
+                self.by_start.setdefault(form[:MIN_PIECE], []).append(form)
+        alternatives = [f"(?<!{_WORD}){re.escape(f)}(?!{_WORD})" for f in sorted(short, key=len, reverse=True)]
+        alternatives += [re.escape(p) for p in sorted(pieces, key=len, reverse=True)]
+        alternatives.append(_TOKEN_SHAPE)
+        self.pattern = re.compile("|".join(alternatives))
+
+    def spans(self, text: str) -> Any:
+        """(start, end) of each secret in the text, left to right, none overlapping."""
+        at = 0
+        while True:
+            found = self.pattern.search(text, at)
+            if found is None:
+                return
+            start, end = found.span()
+            for form in self.by_start.get(text[start : start + MIN_PIECE], ()):
+                size = _common_prefix(text, start, form)
+                if size >= _shortest_piece(form):
+                    end = max(end, start + size)
+            yield start, end
+            at = max(end, start + 1)
+
+    def sub(self, text: str) -> str:
+        pieces, last = [], 0
+        for start, end in self.spans(text):
+            pieces += [text[last:start], REDACTED]
+            last = end
+        if not pieces:
+            return text
+        pieces.append(text[last:])
+        return "".join(pieces)
+
+
+def _shortest_piece(form: str) -> int:
+    return min(len(form), max(MIN_PIECE, (len(form) + 1) // 2))
+
+
+def _common_prefix(text: str, start: int, form: str) -> int:
+    """How many characters of `form`, from its start, stand in `text` at `start`."""
+    size = 0
+    for mine, theirs in zip(form, text[start : start + len(form)]):
+        if mine != theirs:
+            break
+        size += 1
+    return size
+
+
+def _known_matcher() -> _Matcher:
+    global _matcher
+    matcher = _matcher
+    if matcher is None:
+        matcher = _matcher = _Matcher(tuple(_known))  # a copy: a dispatcher's other threads may remember more meanwhile
+    return matcher
 
 
 def remember_home(home: Home) -> None:
@@ -117,16 +193,28 @@ def stored(home: Home) -> list[tuple[str, str]]:
 
 
 def known_in(text: str) -> bool:
-    """Whether `text` holds any remembered secret value, in any of its forms."""
+    """Whether `text` holds any remembered secret value, in any of its forms, or a cut of one."""
     if not _known and GATEWAY_TOKEN_PREFIX not in text:
         return False
-    return _known_pattern().search(text) is not None
+    return next(_known_matcher().spans(text), None) is not None
 
 
 def redact(text: str) -> str:
+    """`text` with every known secret, in every form and every cut of it, replaced by
+    `[redacted]`. Redact first, then cut: a text cut before it is redacted may end in less
+    than the piece of a secret that is recognised."""
     if not _known and GATEWAY_TOKEN_PREFIX not in text:
         return text  # the common case, kept cheap: nothing known, no token
-    return _known_pattern().sub(REDACTED, text)
+    return _known_matcher().sub(text)
+
+
+def redact_with(text: str, value: str | None) -> str:
+    """`redact`, and `value` (the key a request carried) also where it is too short to be
+    remembered, as a whole word: what a server says back about the key it was sent."""
+    text = redact(text)
+    if value and len(value) < MIN_REDACTED:
+        text = re.sub(f"(?<!{_WORD}){re.escape(value)}(?!{_WORD})", REDACTED, text)
+    return text
 
 
 def refuse(home: Home, fields: dict[str, Any], hint: str = "leave the key out") -> None:
@@ -249,7 +337,7 @@ def _retired(home: Home) -> list[str]:
 def _retire(home: Home, values: list[str]) -> None:
     """Keep values taken out of the store known (the most recent MAX_RETIRED): a rotated key
     may still work somewhere, and may still be echoed back."""
-    fresh = [v for v in values if len(v) >= _MIN_LEN]
+    fresh = [v for v in values if len(v) >= MIN_REDACTED]
     if not fresh:
         return
     kept = [v for v in _retired(home) if v not in fresh] + fresh
@@ -257,12 +345,13 @@ def _retire(home: Home, values: list[str]) -> None:
 
 
 def unsafe_tail(text: str) -> int:
-    """How many characters at the end of `text` could be the start of a remembered secret:
-    text shown as it streams in holds them back until the next piece tells."""
+    """How many characters at the end of `text` could be the start of a remembered secret, in
+    any of its forms: text shown as it streams in holds them back until the next piece tells."""
     longest = 0
     for value in _known:
-        for size in range(min(len(value) - 1, len(text)), longest, -1):
-            if text.endswith(value[:size]):
-                longest = size
-                break
+        for form in forms(value):
+            for size in range(min(len(form) - 1, len(text)), longest, -1):
+                if text.endswith(form[:size]):
+                    longest = size
+                    break
     return longest

@@ -49,7 +49,8 @@ _LIST_PAGES = 100  # a server whose tool list never ends cannot hang the start
 _MESSAGE_CHARS = 300
 PROTOCOL_VERSION = "2025-06-18"  # what fw asks for; a server may answer with another it speaks
 STDERR_LINES = 20  # the last lines of a server's stderr kept, to say why it failed
-STDERR_LINE_CHARS = 500
+STDERR_LINE_CHARS = 500  # of each line shown, cut after the line was redacted
+STDERR_LINE_KEPT = 16384  # bytes of each line kept (more than is shown, so a secret across the cut is still whole)
 STDERR_SHOWN_CHARS = 1500
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024  # one JSON-RPC line; a server sending more is dropped
 STOP_GRACE = 2.0  # seconds a stdio server gets to exit once its stdin closes; then SIGTERM, then SIGKILL
@@ -234,10 +235,10 @@ class _Connection:
 
     def with_stderr(self, message: str) -> str:
         """The message, and the last lines the server wrote to its stderr (redacted), if any."""
-        lines = [line for line in self.stderr if line.strip()]
+        lines = [_cut_line(redact(line)) for line in self.stderr if line.strip()]  # redacted first, then cut
         if not lines:
             return message
-        text = redact("\n".join(lines))
+        text = "\n".join(lines)
         if len(text) > STDERR_SHOWN_CHARS:
             text = "..." + text[-STDERR_SHOWN_CHARS:]
         return f"{message}; its stderr ended with:\n{text}"
@@ -516,9 +517,9 @@ async def _keep_stderr(stream: Any, conn: _Connection) -> None:
         async for chunk in stream:
             *lines, rest = (rest + chunk).split(b"\n")
             for line in lines:
-                conn.stderr.append(line[:STDERR_LINE_CHARS].decode("utf-8", "replace"))
-            if len(rest) > STDERR_LINE_CHARS:
-                conn.stderr.append(rest[:STDERR_LINE_CHARS].decode("utf-8", "replace"))
+                conn.stderr.append(line[:STDERR_LINE_KEPT].decode("utf-8", "replace"))
+            if len(rest) > STDERR_LINE_KEPT:
+                conn.stderr.append(rest[:STDERR_LINE_KEPT].decode("utf-8", "replace"))
                 rest = b""
     except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
         pass
@@ -831,6 +832,10 @@ def describe_failure(exc: BaseException) -> str:
         return _cut(" ".join(redact(str(exc)).split()))
     text = _cut(" ".join(redact(str(exc)).split()))
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _cut_line(line: str) -> str:
+    return line if len(line) <= STDERR_LINE_CHARS else line[:STDERR_LINE_CHARS] + "..."
 
 
 def _cut(text: str) -> str:

@@ -1,4 +1,5 @@
-"""Serving a Starlette app with uvicorn on HOST:PORT, for every network door of fw.
+"""Serving a Starlette app with uvicorn on HOST:PORT, for every network door of fw, and the
+rules every door keeps against a hostile client (CONTRACT section 11).
 
 - `parse_listen` reads `--listen HOST:PORT` (`[::1]:PORT` for IPv6; port 0 picks a free one).
 - `bind` opens the socket first, so a port in use is a clear error before anything starts,
@@ -8,6 +9,12 @@
   403 for a WebSocket handshake), runs it until
   Ctrl-C or SIGTERM, and then lets the exception through (`interrupted`, exit 130) after
   the app's own shutdown has run.
+- `DoorLimits` are the rules: a body over `max_body` is 413 before it is read (a WebSocket
+  message over it closes the socket); a client that sends no whole request head within
+  `head_seconds` is dropped; past `max_connections` open at once a new connection is closed
+  as soon as it is accepted; a client's misbehaviour is noted in one line, at most once a
+  second (`RefusalLog`), never with a traceback.
+- `parse_json` reads JSON no deeper than 64 levels (`JSON_DEPTH`).
 
 uvicorn and Starlette are imported only here, on the paths that serve.
 """
@@ -15,14 +22,106 @@ uvicorn and Starlette are imported only here, on the paths that serve.
 from __future__ import annotations
 
 import ipaddress
+import json
 import signal
 import socket
+import sys
+import threading
+import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import FwError
 
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
+MAX_BODY = 1024 * 1024  # bytes of a request body, by default
+MAX_CONNECTIONS = 512  # connections open at once, by default
+HEAD_SECONDS = 10.0  # for a client to send a whole request head
+JSON_DEPTH = 64  # how deeply a JSON document may nest
+Say = Callable[[str], None]
+
+
+class RefusalLog:
+    """Notes refused clients in one line each, at most once a second: a flood of bad clients
+    prints one line a second (with how many were left unsaid), not one line each."""
+
+    def __init__(self, say: Say | None = None, every: float = 1.0) -> None:
+        self._say = say or _stderr_line
+        self._every = every
+        self._last = 0.0
+        self._unsaid = 0
+        self._lock = threading.Lock()
+
+    def __call__(self, why: str) -> None:
+        now = time.monotonic()
+        with self._lock:
+            if now - self._last < self._every:
+                self._unsaid += 1
+                return
+            unsaid, self._unsaid, self._last = self._unsaid, 0, now
+        more = f" (and {unsaid} more refused since the last line)" if unsaid else ""
+        try:
+            self._say(f"refused a client: {why}{more}")
+        except Exception:  # a closed terminal must not take the door down
+            pass
+
+
+def _stderr_line(line: str) -> None:
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
+    print(f"{stamp} {line}", file=sys.stderr, flush=True)
+
+
+@dataclass
+class DoorLimits:
+    """What one door accepts (CONTRACT section 11); `refused` notes each refusal."""
+
+    max_body: int = MAX_BODY
+    max_connections: int = MAX_CONNECTIONS
+    head_seconds: float = HEAD_SECONDS
+    refused: RefusalLog = field(default_factory=RefusalLog)
+
+
+def check_limits(max_body: int | None, max_connections: int | None) -> tuple[int, int]:
+    """`--max-body` and `--max-connections` as given, or their defaults; `invalid` when not
+    whole numbers in range."""
+    body = MAX_BODY if max_body is None else max_body
+    connections = MAX_CONNECTIONS if max_connections is None else max_connections
+    if isinstance(body, bool) or not isinstance(body, int) or not 1024 <= body <= 1024 ** 3:
+        raise FwError("invalid", "--max-body is a number of bytes from 1024 to 1073741824", f"e.g. --max-body {MAX_BODY}",
+                      field="max_body")
+    if isinstance(connections, bool) or not isinstance(connections, int) or not 1 <= connections <= 100_000:
+        raise FwError("invalid", "--max-connections is a whole number from 1 to 100000", f"e.g. --max-connections {MAX_CONNECTIONS}",
+                      field="max_connections")
+    return body, connections
+
+
+def parse_json(raw: bytes | str, depth: int = JSON_DEPTH) -> Any:
+    """A JSON document, at most `depth` levels deep; ValueError for text that is not JSON or
+    nests deeper (a document thousands of levels deep is refused, not a crash)."""
+    try:
+        doc = json.loads(raw)
+    except RecursionError:
+        raise ValueError(f"nested deeper than {depth} levels") from None
+    if _deeper_than(doc, depth):
+        raise ValueError(f"nested deeper than {depth} levels")
+    return doc
+
+
+def _deeper_than(doc: Any, depth: int) -> bool:
+    todo = [(doc, 1)]
+    while todo:
+        item, level = todo.pop()
+        if isinstance(item, dict):
+            children = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        if level > depth:
+            return True
+        todo.extend((child, level + 1) for child in children if isinstance(child, (dict, list)))
+    return False
 
 
 def parse_listen(listen: str, option: str = "--listen") -> tuple[str, int]:
@@ -81,15 +180,20 @@ def url_host(host: str) -> str:
     return f"[{host}]" if ":" in host else host
 
 
-def serve(app: Any, sock: socket.socket, *, on_started: Callable[[], None] | None = None) -> None:
-    """Run `app` on the bound socket until Ctrl-C or SIGTERM; then the app's lifespan
-    shutdown runs and KeyboardInterrupt is raised here."""
+def serve(app: Any, sock: socket.socket, *, on_started: Callable[[], None] | None = None, limits: DoorLimits | None = None) -> None:
+    """Run `app` on the bound socket, under `limits`, until Ctrl-C or SIGTERM; then the app's
+    lifespan shutdown runs and KeyboardInterrupt is raised here."""
     import uvicorn
 
+    limits = limits or DoorLimits()
     if is_loopback(sock.getsockname()[0]):
         app = LoopbackHostOnly(app)
+    app = BodyLimit(app, limits)
+    _quiet_loop_errors(limits.refused)
+    _more_open_files(limits.max_connections)
     config = uvicorn.Config(app, log_config=None, log_level="critical", access_log=False, lifespan="on",
-                            ws="websockets-sansio", timeout_graceful_shutdown=5, server_header=False)
+                            ws="websockets-sansio", timeout_graceful_shutdown=5, server_header=False,
+                            http=guarded_protocol(limits), ws_max_size=limits.max_body)
     server = uvicorn.Server(config)
     if on_started is not None:
         started = server.startup
@@ -113,6 +217,152 @@ def serve(app: Any, sock: socket.socket, *, on_started: Callable[[], None] | Non
         if ours:  # the command line's handler, kept, may have set SIGTERM aside for the unwinding
             signal.signal(signal.SIGTERM, previous)
         sock.close()
+
+
+def guarded_protocol(limits: DoorLimits) -> type:
+    """uvicorn's HTTP protocol, keeping `limits` on each connection: past `max_connections`
+    open at once a new one is closed as soon as it is accepted; one that sends no whole
+    request head within `head_seconds` of connecting (or of starting its next request) is
+    dropped. Upgraded to a WebSocket, a connection is the WebSocket protocol's, which pings it."""
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class GuardedProtocol(H11Protocol):
+        _head_timer: Any = None
+        _heads = 0
+
+        def connection_made(self, transport: Any) -> None:  # type: ignore[override]
+            if len(self.connections) >= limits.max_connections:
+                self.transport, self.flow = transport, None
+                limits.refused(f"more than {limits.max_connections} connections are open (--max-connections)")
+                transport.abort()
+                return
+            super().connection_made(transport)
+            self._arm_head_timer()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._disarm_head_timer()
+            if self.flow is None:  # closed at once when it came: it was never counted
+                return
+            super().connection_lost(exc)
+
+        def data_received(self, data: bytes) -> None:
+            waiting_for_head = self.cycle is None or self.cycle.response_complete
+            if waiting_for_head and self._head_timer is None and not self.transport.is_closing():
+                self._arm_head_timer()  # the start of a next request on a kept-alive connection
+            super().data_received(data)
+            if (self.cycle is not None and not self.cycle.response_complete) or self.transport.is_closing():
+                self._disarm_head_timer()  # its head is whole (or it is gone)
+
+        def handle_websocket_upgrade(self, event: Any) -> None:
+            self._disarm_head_timer()
+            super().handle_websocket_upgrade(event)
+
+        def _arm_head_timer(self) -> None:
+            self._disarm_head_timer()
+            self._head_timer = self.loop.call_later(limits.head_seconds, self._head_too_slow)
+
+        def _disarm_head_timer(self) -> None:
+            if self._head_timer is not None:
+                self._head_timer.cancel()
+                self._head_timer = None
+
+        def _head_too_slow(self) -> None:
+            self._head_timer = None
+            if not self.transport.is_closing():
+                limits.refused(f"no whole request head within {limits.head_seconds:g} s")
+                self.transport.abort()
+
+    return GuardedProtocol
+
+
+class BodyLimit:
+    """413 for a request whose body is longer than `max_body`: at once, unread, when its
+    Content-Length says so; a body of unknown length is read up to the limit first and
+    handed on whole only when it fits."""
+
+    def __init__(self, app: Any, limits: DoorLimits) -> None:
+        self.app = app
+        self.limits = limits
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = dict(scope.get("headers") or [])
+        length = headers.get(b"content-length")
+        if length is not None:
+            if not length.strip().isdigit():
+                await self._refuse(scope, receive, send, 400, "a Content-Length that is not a number")
+            elif int(length) > self.limits.max_body:
+                await self._refuse(scope, receive, send, 413, f"a body of {int(length)} bytes, over --max-body {self.limits.max_body}")
+            else:
+                await self.app(scope, receive, send)
+            return
+        if b"chunked" not in headers.get(b"transfer-encoding", b"").lower():
+            await self.app(scope, receive, send)
+            return
+        body = bytearray()
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                return  # the client left
+            body += message.get("body", b"")
+            if len(body) > self.limits.max_body:
+                await self._refuse(scope, receive, send, 413, f"a body over --max-body {self.limits.max_body}")
+                return
+            if not message.get("more_body"):
+                break
+        await self.app(scope, _replay(bytes(body), receive), send)
+
+    async def _refuse(self, scope: Any, receive: Any, send: Any, status: int, why: str) -> None:
+        from starlette.responses import PlainTextResponse
+
+        self.limits.refused(why)
+        text = "Request body too large" if status == 413 else "Bad request"
+        await PlainTextResponse(text, status_code=status, headers={"connection": "close"})(scope, receive, send)
+
+
+def _replay(body: bytes, receive: Any) -> Any:
+    sent = False
+
+    async def replayed() -> Any:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replayed
+
+
+def _quiet_loop_errors(refused: RefusalLog) -> None:
+    """asyncio logs what goes wrong under a door (an accept that fails for lack of file
+    descriptors, a connection reset) with a traceback each; a flood of bad clients must not
+    flood the terminal: each becomes one rate-limited line."""
+    import logging
+
+    class OneLine(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            lines = record.getMessage().splitlines() or ["an error under the door"]
+            refused(lines[0][:200])
+
+    logger = logging.getLogger("asyncio")
+    logger.handlers[:] = [OneLine(logging.WARNING)]  # this door's: one door serves in a process at a time
+    logger.propagate = False
+
+
+def _more_open_files(connections: int) -> None:
+    """Room for the connections a door keeps, and some: the soft limit of open files raised
+    towards the hard one (a door that runs out of descriptors cannot even refuse)."""
+    try:
+        import resource
+
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        wanted = connections * 2 + 256
+        if soft != resource.RLIM_INFINITY and soft < wanted:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (wanted if hard == resource.RLIM_INFINITY else min(wanted, hard), hard))
+    except (ImportError, ValueError, OSError):
+        pass
 
 
 def host_name(header: str) -> str:

@@ -127,7 +127,7 @@ class OneBotAdapter:
         except UnicodeError:
             raise self._failure(action, "the access token holds characters an HTTP header cannot carry") from None
         if not 200 <= response.status_code < 300:
-            raise self._failure(action, f"HTTP {response.status_code}: {response.text[:SNIPPET_CHARS]}")
+            raise self._failure(action, f"HTTP {response.status_code}: {self._snippet(response.text)}")
         try:
             answer = response.json()
         except ValueError:
@@ -141,7 +141,7 @@ class OneBotAdapter:
         retcode = answer.get("retcode", 0)
         if retcode != 0 or answer.get("status") == "failed":
             said = answer.get("wording") or answer.get("message") or answer.get("msg") or "no message"
-            raise self._failure(action, f"retcode {retcode}: {str(said)[:SNIPPET_CHARS]}")
+            raise self._failure(action, f"retcode {retcode}: {self._snippet(str(said))}")
         return answer.get("data")
 
     def _failure(self, action: str, detail: str) -> FwError:
@@ -149,11 +149,15 @@ class OneBotAdapter:
         return FwError("unavailable", text, "check the OneBot implementation (is it running and logged in? is the access token right?)",
                        reason="bot", action=action)
 
+    def _snippet(self, text: str) -> str:
+        """The start of what the platform said: scrubbed whole first, then cut, so that a
+        token that straddles the cut leaves no piece behind."""
+        text = " ".join(self._scrub(text).split())
+        return text if len(text) <= SNIPPET_CHARS else text[:SNIPPET_CHARS] + "..."
+
     def _scrub(self, text: str) -> str:
         """The token out of anything the platform said, even one too short for `redact`."""
-        if self._token:
-            text = text.replace(self._token, secrets.REDACTED)
-        return secrets.redact(text)
+        return secrets.redact_with(text, self._token)
 
     def ingest(self, event: dict[str, Any]) -> None:
         """The platform itself keeps its users, groups and messages: nothing to record."""
