@@ -93,7 +93,7 @@ def one_by_one(fw: str, home: str, events: int, first_id: int) -> float:
     start = time.perf_counter()
     for n in range(events):
         event = {"type": "message.received", "actor": {"id": "20002"}, "group": {"id": "30003"},
-                 "message": {"id": str(first_id + n), "text": f"hello {n}"}}
+                 "message": {"id": str(first_id + n), "text": f"hello {n}", "mentions_bot": True}}
         timed([fw, "--home", home, "event", "handle", "qq", "--event", json.dumps(event), "--json"])
     return time.perf_counter() - start
 

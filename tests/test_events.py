@@ -26,7 +26,7 @@ def setup_bot(base_url=NOWHERE, *, events=("message.*",), platform_tools=(), too
         data["harness"] = "h1"
     fwj("resource", "write", "agent", "a1", "--create", "--data", json.dumps(data))
     fwj("principal", "create", "p1", "--kind", "agent")
-    fwj("binding", "set", "p1", "--agent", "a1")
+    fwj("binding", "set", "p1", "--agent", "a1", "--policy", "all")  # every message, mentioned or not
     fwj("bot", "add", "desk", "--adapter", "local", "--principal", "p1")
 
 
@@ -73,7 +73,7 @@ def test_a_group_message_is_answered_through_event_reply(home, stream):
     assert "event_reply" in sent_tools(server.requests[0]) and "platform_send_message" not in sent_tools(server.requests[0])
     # the reply, and only the reply, reached the platform: addressed to the group; the answer text was not sent
     assert [(a["api"], a["params"]) for a in log()] == [
-        ("send_message", {"target_type": "group", "target_id": "g1", "text": "hello, g1"})]
+        ("send_message", {"target_type": "group", "target_id": "g1", "reply_to": doc["event"]["message"]["id"], "text": "hello, g1"})]
     run = fwj("run", "show", doc["run"]["run_id"])
     assert run["status"] == "ended" and (run["mode"], run["identity"], run["agent"]) == ("managed", "p1", "a1")
     assert run["bot"] == "desk" and run["event"] == doc["event"]
@@ -365,7 +365,7 @@ def test_a_damaged_frozen_event_acts_on_nothing(home):
 def test_the_readme_tour_of_the_sample_lobby_bot(sample):
     assert fwj("home", "check")["ok"] is True
     assert fwj("bot", "show", "lobby")["online"] is True
-    said = fwj("bot", "local", "say", "lobby", "--from", "alice", "--group", "team", "--no-run", "@ops is the build green?")
+    said = fwj("bot", "local", "say", "lobby", "--from", "alice", "--group", "team", "--no-run", "@lobby is the build green?")
     run = said["run"]
     assert (run["identity"], run["agent"]) == ("ops", "ops") and "event_reply" in run["tools"]
     call(run["run_id"], "event_reply", {"text": "Yes, all green."})

@@ -17,7 +17,7 @@ def bot_of(agent_fields, bot="desk"):
     basics()
     fwj("resource", "write", "agent", "a1", "--create", "--data", json.dumps({"model": "m1", **agent_fields}))
     fwj("principal", "create", "p1", "--kind", "agent")
-    fwj("binding", "set", "p1", "--agent", "a1")
+    fwj("binding", "set", "p1", "--agent", "a1", "--policy", "all")
     fwj("bot", "add", bot, "--adapter", "local", "--principal", "p1")
 
 

@@ -19,7 +19,7 @@ from fakes.chat_server import ChatServer
 from fakes.onebot_server import OneBotServer, failed
 
 RAW = str(Path(__file__).parent / "fakes" / "raw_mcp_server.py")
-EVENT = {"type": "message.received", "actor": {"id": "20002"}, "group": {"id": "30003"}, "message": {"id": "777", "text": "hi"}}
+EVENT = {"type": "message.received", "actor": {"id": "20002"}, "group": {"id": "30003"}, "message": {"id": "777", "text": "hi", "mentions_bot": True}}
 
 
 def agent_on(base_url, key=ODD_CANARY, **provider):

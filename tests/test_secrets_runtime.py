@@ -29,7 +29,7 @@ def bot(platform_tools=("platform_set_group_name",)):
     agent_on(NOWHERE)
     fwj("agent", "edit", "a1", "--event", "message.*", *sum((["--platform-tool", t] for t in platform_tools), []))
     fwj("principal", "create", "p1", "--kind", "agent")
-    fwj("binding", "set", "p1", "--agent", "a1")
+    fwj("binding", "set", "p1", "--agent", "a1", "--policy", "all")
     fwj("bot", "add", "desk", "--adapter", "local", "--principal", "p1")
 
 

@@ -15,7 +15,8 @@ from starlette.testclient import TestClient
 
 from framework_cli.home.store import Home
 from framework_cli.serve.web import create_app
-from framework_cli.serve.web.server import allowed_hosts, parse_listen
+from framework_cli.serve.http import parse_listen
+from framework_cli.serve.web.server import allowed_hosts
 from framework_cli.serve.web.signin import SignIn
 
 TOKEN = "one-time-token-for-tests"
@@ -33,6 +34,46 @@ def csrf(c: TestClient, path: str) -> str:
     page = c.get(path)
     assert page.status_code == 200, page.text
     return re.search(r'name="csrf_token" value="([^"]+)"', page.text).group(1)
+
+
+def page_form(c: TestClient, path: str, **changes) -> dict[str, list[str]]:
+    """What a browser would post from the page's form as it is shown (every field, ticked
+    boxes, hidden markers), with `changes` (a field's value or values) typed over it."""
+    from html.parser import HTMLParser
+
+    page = c.get(path)
+    assert page.status_code == 200, page.text
+    fields: dict[str, list[str]] = {}
+
+    class Form(HTMLParser):
+        select: str | None = None
+
+        def handle_starttag(self, tag, attrs):
+            a = dict(attrs)
+            name = a.get("name")
+            if tag == "input" and name and not a.get("disabled") is not None:
+                if a.get("type") == "checkbox":
+                    if "checked" in a:
+                        fields.setdefault(name, []).append(a.get("value", "on"))
+                else:
+                    fields.setdefault(name, []).append(a.get("value") or "")
+            elif tag == "select" and name:
+                self.select = name
+                fields.setdefault(name, [])
+            elif tag == "option" and self.select and "selected" in a:
+                fields[self.select] = [a.get("value") or ""]
+            elif tag == "textarea" and name:
+                fields.setdefault(name, []).append("")
+
+        def handle_endtag(self, tag):
+            if tag == "select":
+                self.select = None
+
+    Form().feed(page.text.split("<form", 1)[1].split("</form>", 1)[0] if "<form" in page.text else page.text)
+    for name, value in changes.items():
+        name = name.replace("__", ".")
+        fields[name] = value if isinstance(value, list) else [value]
+    return fields
 
 
 def test_without_the_cookie_every_request_is_refused_and_changes_nothing(home):
@@ -72,7 +113,8 @@ def test_a_post_without_the_right_csrf_token_gets_403_and_changes_nothing(home):
     c = client(home)
     token = csrf(c, "/agents/a1/edit")
     before = snapshot(home)
-    form = {"description": "changed", "model": "m1", "builtin_tools": "task_collaboration"}
+    form = {k: v for k, v in page_form(c, "/agents/a1/edit", description="changed", builtin_tools="task_collaboration").items()
+            if k != "csrf_token"}
     assert c.post("/agents/a1/edit", data=form).status_code == 403
     assert c.post("/agents/a1/edit", data={**form, "csrf_token": token + "x"}).status_code == 403
     assert c.post("/agents/new", data={**form, "name": "a2", "csrf_token": "nope"}).status_code == 403
@@ -91,8 +133,7 @@ def test_a_saved_agent_gets_its_allowed_tools_as_the_explicit_list_ticked(home):
     c = client(home)
     page = c.get("/agents/a1/edit").text
     assert re.search(r'name="allowed_tools" value="skill__s1" checked', page)  # no allowed_tools: all ticked
-    form = {"csrf_token": csrf(c, "/agents/a1/edit"), "model": "m1", "skills": ["s1", "s2"], "allowed_tools": "skill__s2",
-            "listed_sources": ["skill:s1", "skill:s2"]}
+    form = page_form(c, "/agents/a1/edit", allowed_tools="skill__s2")
     assert c.post("/agents/a1/edit", data=form, follow_redirects=False).status_code == 303
     assert fwj("agent", "show", "a1")["data"]["allowed_tools"] == ["skill__s2"]
     assert "allowed_tools:\n  - skill__s2" in (home / "agents/default/a1.yaml").read_text()
@@ -104,7 +145,7 @@ def test_a_source_added_without_its_tools_listed_has_them_allowed(home):
     make_basics()
     fwj("resource", "write", "skill", "s1", "--create", "--data", json.dumps({"description": "a skill", "body": "text"}))
     c = client(home)
-    form = {"csrf_token": csrf(c, "/agents/a1/edit"), "model": "m1", "skills": "s1"}
+    form = page_form(c, "/agents/a1/edit", skills="s1")
     assert c.post("/agents/a1/edit", data=form, follow_redirects=False).status_code == 303
     assert fwj("agent", "show", "a1")["data"]["allowed_tools"] == ["skill__s1"]
 
@@ -125,8 +166,8 @@ def test_a_failed_create_keeps_what_was_typed_and_names_the_field(home):
     make_basics()
     before = snapshot(home)
     c = client(home)
-    form = {"csrf_token": csrf(c, "/agents/new"), "name": "Bad Name", "description": "typed text", "model": "m1",
-            "builtin_tools": ["resource_management", "task_collaboration"], "events": "message.*"}
+    form = page_form(c, "/agents/new", name="Bad Name", description="typed text", model="m1",
+                     builtin_tools=["resource_management", "task_collaboration"], events="message.*")
     page = c.post("/agents/new", data=form)
     assert page.status_code == 400
     assert 'id="err-name"' in page.text and 'aria-invalid="true"' in page.text
@@ -141,19 +182,19 @@ def test_an_existing_name_is_refused_at_the_name_field(home):
     make_basics()
     before = snapshot(home)
     c = client(home)
-    page = c.post("/agents/new", data={"csrf_token": csrf(c, "/agents/new"), "name": "a1"})
+    page = c.post("/agents/new", data=page_form(c, "/agents/new", name="a1"))
     assert page.status_code == 409 and 'id="err-name"' in page.text
     assert snapshot(home) == before
 
 
 def test_the_provider_key_is_write_only_and_an_empty_field_keeps_it(home):
     c = client(home)
-    form = {"csrf_token": csrf(c, "/providers/new"), "name": "p1", "base_url": "https://llm.example.test/v1", "api_key": CANARY}
+    form = page_form(c, "/providers/new", name="p1", base_url="https://llm.example.test/v1", api_key=CANARY)
     assert c.post("/providers/new", data=form, follow_redirects=False).status_code == 303
     assert CANARY in "".join(p.read_text() for p in (home / "secrets").rglob("*") if p.is_file())
     edit = c.get("/providers/p1/edit").text
     assert CANARY not in edit and "A key is stored" in edit
-    form = {"csrf_token": csrf(c, "/providers/p1/edit"), "base_url": "https://llm.example.test/v2", "api_key": ""}
+    form = page_form(c, "/providers/p1/edit", base_url="https://llm.example.test/v2", api_key="")
     assert c.post("/providers/p1/edit", data=form, follow_redirects=False).status_code == 303
     shown = fwj("resource", "read", "provider", "p1")["data"]
     assert shown["base_url"] == "https://llm.example.test/v2" and shown["api_key_set"] is True
@@ -164,7 +205,7 @@ def test_the_provider_key_is_write_only_and_an_empty_field_keeps_it(home):
 def test_a_new_provider_without_a_key_is_refused_at_the_key_field(home):
     before = snapshot(home)
     c = client(home)
-    page = c.post("/providers/new", data={"csrf_token": csrf(c, "/providers/new"), "name": "p1", "base_url": "https://x.test/v1"})
+    page = c.post("/providers/new", data=page_form(c, "/providers/new", name="p1", base_url="https://x.test/v1"))
     assert page.status_code == 400 and 'id="err-api_key"' in page.text
     assert snapshot(home) == before
 
@@ -212,3 +253,62 @@ def test_listen_addresses_and_the_hosts_they_answer():
     assert parse_listen("[::1]:8765") == ("::1", 8765)
     assert "localhost" in allowed_hosts("127.0.0.1") and "*" not in allowed_hosts("127.0.0.1")
     assert allowed_hosts("0.0.0.0") == ["*"]
+
+
+# -- issue 27 items 11 and 12: a thin POST wipes nothing; the provider form takes the key only ----
+@pytest.mark.parametrize("path", ["/agents/a1/edit", "/models/m1/edit", "/providers/p1/edit", "/agents/new", "/models/new", "/providers/new"])
+def test_a_post_that_lacks_a_field_its_form_shows_is_refused_and_writes_nothing(home, path):
+    make_basics()
+    fwj("agent", "edit", "a1", "--description", "keep me", "--event", "message.*")
+    c = client(home)
+    before = snapshot(home)
+    thin = c.post(path, data={"csrf_token": csrf(c, path)})
+    assert thin.status_code == 400 and "nothing was saved" in thin.text, thin.text
+    assert snapshot(home) == before
+    whole = page_form(c, path, name="fresh") if path.endswith("/new") else page_form(c, path)
+    page = c.get(path).text
+    texts = [k for k in whole if re.search(rf'<(input|select)[^>]*name="{re.escape(k)}"[^>]*>', page)
+             and not re.search(rf'type="(checkbox|hidden)"[^>]*name="{re.escape(k)}"|name="{re.escape(k)}"[^>]*type="(checkbox|hidden)"', page)]
+    if not path.endswith("/new"):
+        texts.remove("name")  # an edit form shows the name read-only: its path names the resource
+    assert texts, page
+    for missing in texts:
+        answer = c.post(path, data={k: v for k, v in whole.items() if k != missing})
+        assert answer.status_code == 400 and missing in answer.text, (missing, answer.text)
+        assert snapshot(home) == before, missing
+    for group in whole.get("sent", []):  # each checkbox group's marker
+        answer = c.post(path, data={**whole, "sent": [g for g in whole["sent"] if g != group]})
+        assert answer.status_code == 400 and group in answer.text, group
+        assert snapshot(home) == before, group
+    shown = fwj("agent", "show", "a1")["data"]
+    assert (shown["model"], shown["description"], shown["events"]) == ("m1", "keep me", ["message.*"])
+
+
+def test_the_whole_form_posted_back_changes_nothing(home):
+    make_basics()
+    fwj("agent", "edit", "a1", "--description", "kept", "--event", "message.*")
+    (home / "agents/default/a1.yaml").write_text((home / "agents/default/a1.yaml").read_text() + "allowed_tools: []\n")
+    c = client(home)
+    for path in ("/agents/a1/edit", "/models/m1/edit", "/providers/p1/edit"):
+        before = snapshot(home)
+        assert c.post(path, data=page_form(c, path), follow_redirects=False).status_code == 303, path
+        assert snapshot(home) == before, path
+
+
+def test_the_provider_form_offers_the_key_only_and_says_when_it_comes_from_the_environment(home):
+    fwj("resource", "write", "provider", "p1", "--create", "--data", json.dumps({"base_url": "https://x.test/v1", "api_key_env": "LLM_KEY"}))
+    c = client(home)
+    for path in ("/providers/new", "/providers/p1/edit"):
+        assert 'name="api_key_env"' not in c.get(path).text, path
+    page = c.get("/providers/p1/edit").text
+    assert "comes from the environment variable $LLM_KEY" in page and "A key typed here replaces it" in page
+    same = c.post("/providers/p1/edit", data=page_form(c, "/providers/p1/edit", description="edited"), follow_redirects=False)
+    assert same.status_code == 303
+    assert fwj("resource", "read", "provider", "p1")["data"]["api_key_env"] == "LLM_KEY"  # kept: no key was typed
+    forged = c.post("/providers/p1/edit", data=page_form(c, "/providers/p1/edit", api_key_env="OTHER"), follow_redirects=False)
+    assert forged.status_code == 303 and fwj("resource", "read", "provider", "p1")["data"]["api_key_env"] == "LLM_KEY"
+    typed = c.post("/providers/p1/edit", data=page_form(c, "/providers/p1/edit", api_key=CANARY), follow_redirects=False)
+    assert typed.status_code == 303
+    data = fwj("resource", "read", "provider", "p1")["data"]
+    assert data["api_key_set"] is True and "api_key_env" not in data
+    assert CANARY not in (home / "providers/default/p1.yaml").read_text()

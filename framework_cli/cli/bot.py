@@ -18,6 +18,7 @@ from .common import (
     render_dry_run,
     run_gateway,
 )
+from ..errors import FwError
 from .output import JsonOpt, emit, table
 
 app = typer.Typer(help="Add, list, show, change and remove bots; try a local bot with `fw bot local`.")
@@ -118,31 +119,51 @@ def set_(
 @app.command("serve")
 def serve(
     ctx: typer.Context,
-    name: NameArg,
+    names: Annotated[Optional[list[str]], typer.Argument(metavar="BOT...", help="The onebot bots to serve on one listener.", show_default=False, autocompletion=complete_bot)] = None,
+    all_: Annotated[bool, typer.Option("--all", help="Serve every onebot bot of the home.")] = False,
     listen: Annotated[str, typer.Option("--listen", metavar="HOST:PORT", help="Where to listen (port 0: a free one). Loopback unless told otherwise.")] = "127.0.0.1:8080",
-    workers: Annotated[int, typer.Option("--workers", metavar="N", help="Events handled at once; the others wait their turn.")] = 4,
+    concurrency: Annotated[int, typer.Option("--concurrency", "--workers", metavar="N", help="Events handled at once; the others wait their turn (--workers is its old name).")] = 4,
+    max_body: Annotated[Optional[int], typer.Option("--max-body", metavar="BYTES", help="The largest report accepted (default 1 MiB); larger ones get 413, unread.")] = None,
+    max_connections: Annotated[Optional[int], typer.Option("--max-connections", metavar="N", help="Connections open at once (default 512); more are closed at once.")] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Serve a onebot bot: HTTP reports at / and the reverse WebSocket at /onebot/v11/ws.
-    Each event is handled as `fw event handle` does, in the background; the implementation
-    is answered at once. One line for each thing that happens (a JSON object a line with
-    --json). Ctrl-C stops it: the runs in progress are ended and their processes stopped."""
+    """Serve onebot bots: HTTP reports at / and the reverse WebSocket at /onebot/v11/ws, one
+    listener for all of them (a report is told apart by its X-Self-ID or its signature, a
+    socket by its access token). Each event is handled as `fw event handle` does, in the
+    background; the implementation is answered at once. One line, with its time, for each
+    thing that happens (a JSON object a line with --json). A bot with a url and no secret takes
+    reports only on a loopback address. Ctrl-C or SIGTERM stops it: runs in progress are
+    ended and their processes stopped (exit 130); with none in flight it exits 0."""
     import json
     import threading
 
-    from ..serve.bot import serve_bot  # lazy: start-up speed
+    from ..serve.bot import all_bots, serve_bots  # lazy: start-up speed
+    from ..serve.http import DoorLimits, RefusalLog, check_limits  # lazy: start-up speed
     from .output import json_wanted, set_json_lines, write_out  # lazy: start-up speed
 
+    home = home_of(ctx)
+    if all_ and names:
+        raise FwError("usage", "give bot names or --all, not both", "e.g. fw bot serve --all")
+    bots = all_bots(home) if all_ else list(names or [])
+    body, connections = check_limits(max_body, max_connections)
     lock = threading.Lock()
     as_lines = json_wanted(as_json)
     if as_lines:
         set_json_lines()
 
     def on_record(record: dict[str, Any]) -> None:
+        record = {"time": _now(), **record}
         with lock:
-            write_out(json.dumps(record, ensure_ascii=False) if as_lines else serve_line(name, record))
+            write_out(json.dumps(record, ensure_ascii=False) if as_lines else f"{record['time']} {serve_line(record)}")
 
-    serve_bot(home_of(ctx), name, listen, workers, on_record)
+    refused = RefusalLog(lambda what, why: on_record({"type": "refused", "what": what, "why": why}))
+    serve_bots(home, bots, listen, concurrency, on_record, DoorLimits(max_body=body, max_connections=connections, refused=refused))
+
+
+def _now() -> str:
+    from datetime import datetime, timezone
+
+    return datetime.now(timezone.utc).astimezone().isoformat(timespec="seconds")
 
 
 def _event_words(event: dict[str, Any]) -> str:
@@ -150,35 +171,59 @@ def _event_words(event: dict[str, Any]) -> str:
     return f"{event['type']} from {event['actor']['id']}{where}"
 
 
-def serve_line(bot: str, r: dict[str, Any]) -> str:
+def _listening_words(r: dict[str, Any]) -> str:
+    names = ", ".join(b["bot"] for b in r["bots"])
+    doors = []
+    for b in r["bots"]:
+        if b["report_door"]:
+            signed = "signed with its secret" if b["signed"] else "unsigned (loopback only)"
+            doors.append(f"{b['bot']}: HTTP client with URL {r['http']} ({signed})")
+        token = "its access token" if b["token"] else "no token yet: add one, the socket needs it"
+        doors.append(f"{b['bot']}: WebSocket client with URL {r['websocket']} and {token}")
+    wide = "" if r["loopback"] else " Listening beyond loopback: every report must be signed."
+    return f"fw bot serve {names}: listening on {r['http']}. In NapCat, add {'; '.join(doors)}.{wide} Ctrl-C stops."
+
+
+def serve_line(r: dict[str, Any]) -> str:
     """One line of `fw bot serve` for one thing that happened."""
     kind = r["type"]
+    bot = f"bot {r['bot']}: " if r.get("bot") and kind not in ("listening",) else ""
     if kind == "listening":
-        secret = " (signed with the bot's secret)" if r["signed"] else ""
-        token = "the bot's access token" if r["token"] else "no token yet: add one, the socket needs it"
-        wide = "" if r["loopback"] else " Listening beyond loopback: set a secret (`fw bot set --secret-stdin`)."
-        return (f"fw bot serve {bot}: listening on {r['http']}. In NapCat, add an HTTP client with URL {r['http']}{secret}, "
-                f"or a WebSocket client with URL {r['websocket']} and token {token}.{wide} Ctrl-C stops.")
+        return _listening_words(r)
     if kind == "handled":
         if not r["handled"]:
-            return f"{_event_words(r['event'])}: not handled ({r['reason']})"
+            return f"{bot}{_event_words(r['event'])}: not handled ({r['reason']})"
         calls = ", ".join(f"{c['name']} {c['outcome']}" for c in r["tool_calls"]) or "none"
-        return f"{_event_words(r['event'])}: run {r['run_id']} {r['status']}; tool calls: {calls}"
+        return f"{bot}{_event_words(r['event'])}: run {r['run_id']} {r['status']}; tool calls: {calls}"
     if kind == "failed":
+        if "event" not in r:
+            return f"{bot}failed: {r.get('why')}"
         run = f" (run {r['run_id']})" if r.get("run_id") else ""
-        return f"{_event_words(r['event'])}: failed{run}: {r['error']['code']}: {r['error']['message']}"
+        return f"{bot}{_event_words(r['event'])}: failed{run}: {r['error']['code']}: {r['error']['message']}"
     if kind == "dropped":
-        return f"{_event_words(r['event'])}: dropped: {r['why']}"
+        return f"{bot}{_event_words(r['event'])}: dropped: {r['why']}"
+    if kind == "duplicate":
+        return f"{bot}{_event_words(r['event'])}: a repeat of a report already handled ({r['key']}): skipped"
     if kind == "refused":
-        what = "a WebSocket handshake" if r["what"] == "websocket" else "a report"
+        what = {"websocket": "a WebSocket handshake", "report": "a report", "client": "a client", "frame": "a frame"}.get(r["what"], r["what"])
         return f"refused {what}: {r['why']}"
     if kind == "connected":
-        return f"a WebSocket connected (self id {r.get('self_id') or 'not given'})"
+        return f"{bot}a WebSocket connected (self id {r.get('self_id') or 'not given'})"
     if kind == "disconnected":
-        return f"a WebSocket closed (self id {r.get('self_id') or 'not given'})"
+        return f"{bot}a WebSocket closed (self id {r.get('self_id') or 'not given'})"
+    if kind in ("online", "offline"):
+        return f"{bot}{kind}: {r['why']}"
+    if kind == "learned":
+        return f"{bot}its own id is {r['self_id']}"
+    if kind == "report_door_off":
+        return f"{bot}takes no HTTP reports here: {r['why']}"
+    if kind == "busy":
+        return f"{bot}answered 503: {r['why']}"
     if kind == "stopped":
+        if not r["ended_runs"] and not r["dropped"]:
+            return "stopped."
         return f"stopped: ended {r['ended_runs']} run(s) in progress, dropped {r['dropped']} waiting event(s)"
-    return f"ignored: {r.get('why', kind)}"
+    return f"{bot}ignored: {r.get('why', kind)}"
 
 
 @local_app.command("say")

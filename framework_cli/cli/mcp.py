@@ -21,11 +21,14 @@ def serve(
     http: Annotated[bool, typer.Option("--http", help="Serve the gateway of every active run over streamable HTTP at /mcp; "
                                        "a runner sends its run's gateway token (from `fw run start`) as Authorization: Bearer TOKEN.")] = False,
     listen: Annotated[Optional[str], typer.Option("--listen", metavar="HOST:PORT", help="With --http: where to listen (default 127.0.0.1:8766; port 0 picks a free one).")] = None,
+    max_body: Annotated[Optional[int], typer.Option("--max-body", metavar="BYTES", help="With --http: the largest request body accepted (default 1 MiB); larger ones get 413, unread.")] = None,
+    max_connections: Annotated[Optional[int], typer.Option("--max-connections", metavar="N", help="With --http: connections open at once (default 512); more are closed at once.")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Serve the tools over MCP on standard input and output until the client disconnects,
-    or (--http) the gateway of every active run until Ctrl-C. Every call is authorised and
-    audited as with `fw tool call`; --json applies to errors before serving starts."""
+    or (--http) the gateway of every active run until Ctrl-C or SIGTERM (then it exits 0: the
+    runs it serves live on). Every call is authorised and audited as with `fw tool call`;
+    --json applies to errors before serving starts."""
     from ..errors import FwError  # lazy: start-up speed
 
     home = home_of(ctx)
@@ -34,7 +37,10 @@ def serve(
             raise FwError("usage", "--http serves the gateway of every run, chosen by its token: give no --manager or --run",
                           "start a run with `fw run start`, then send its gateway_token as Authorization: Bearer TOKEN")
         from ..serve.gateway import DEFAULT_LISTEN, serve_gateway  # lazy: start-up speed
+        from ..serve.http import DoorLimits, check_limits  # lazy: start-up speed
         from .output import json_wanted, print_json  # lazy: start-up speed
+
+        body, connections = check_limits(max_body, max_connections)
 
         def started(url: str) -> None:  # the first line on stdout: where runners connect
             if json_wanted(as_json):
@@ -42,10 +48,12 @@ def serve(
             else:
                 write_out(f"fw gateway: {url}")
 
-        serve_gateway(home, listen or DEFAULT_LISTEN, on_started=started)
+        serve_gateway(home, listen or DEFAULT_LISTEN, on_started=started, limits=DoorLimits(max_body=body, max_connections=connections))
+        write_out("fw gateway: stopped.", err=True)
         return
-    if listen is not None:
-        raise FwError("usage", "--listen goes with --http", "e.g. fw mcp serve --http --listen 127.0.0.1:8766")
+    if listen is not None or max_body is not None or max_connections is not None:
+        flag = "--listen" if listen is not None else "--max-body" if max_body is not None else "--max-connections"
+        raise FwError("usage", f"{flag} goes with --http", "e.g. fw mcp serve --http --listen 127.0.0.1:8766")
     from ..serve.mcp import serve as serve_mcp  # lazy: start-up speed
     from ..tools.service import caller_for  # lazy: start-up speed
 

@@ -79,10 +79,12 @@ class StreamedText:
         self.open = False  # written text not yet ended by a newline
 
     def write(self, piece: str) -> None:
-        text = redact(self._held + piece)
+        # What could begin a secret is held back before anything is redacted: redacting a
+        # cut start of a key first would let the rest of it through with the next piece.
+        text = self._held + piece
         keep = unsafe_tail(text)
         self._held = text[len(text) - keep:] if keep else ""
-        self._put(text[:len(text) - keep])
+        self._put(redact(text[:len(text) - keep]))
 
     def end_line(self) -> None:
         """Flush what is held and end the line, if any text was written."""

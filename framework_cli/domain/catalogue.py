@@ -26,6 +26,8 @@ EVENT_TYPES = (
     "bot.invited_to_group",
     "group.member_joined",
     "group.member_left",
+    "bot.joined_group",
+    "bot.removed_from_group",
 )
 
 # The semantic APIs an adapter may declare, in catalogue order.

@@ -12,7 +12,7 @@ from ..home import secrets
 from ..home.kinds import DEFAULT_CATEGORY, DEFAULT_PROMPT, KINDS
 from ..home.records import load_record
 from ..home.store import Home
-from ..state.store import STATE_FILE, StateStore
+from ..state.store import STATE_FILE, StateStore, disk_is_full
 from ..suggest import article
 from .bots import check_bots
 from .identities import BINDINGS, PRINCIPALS
@@ -105,7 +105,7 @@ def check_home(home: Home) -> dict[str, Any]:
                 problems.append(
                     {"code": "dangling", "path": rel, "message": f"binding {name!r} has no principal {name!r}", "reference": f"principal/{name}"}
                 )
-    _check_state(home, problems)
+    _check_state(home, problems, warnings)
     _check_secrets(home, problems)
     _check_runs(home, problems)
     _check_bots(home, problems)
@@ -129,13 +129,18 @@ def _short_env_keys(valid: list[tuple[str, dict[str, Any]]], warnings: list[dict
                          "hint": "use the provider's real key (real keys are far longer), or store one with --api-key-stdin"})
 
 
-def _check_state(home: Home, problems: list[dict[str, Any]]) -> None:
-    """The runtime state database, if there is one, read without changing it."""
+def _check_state(home: Home, problems: list[dict[str, Any]], warnings: list[dict[str, Any]]) -> None:
+    """The runtime state database, if there is one, read without changing it. One that cannot
+    be read because the disk is full is no damage: a warning says so."""
 
     path = home.path(STATE_FILE)
     if path.exists():
         problem = StateStore.problem(path)
-        if problem:
+        if problem and disk_is_full(str(path)):
+            warnings.append({"code": "disk_full", "path": STATE_FILE,
+                             "message": f"{STATE_FILE} could not be checked: the disk that holds the home is full ({problem})",
+                             "hint": "free some space there"})
+        elif problem:
             problems.append({"code": "corrupt", "path": STATE_FILE, "message": f"{STATE_FILE} is damaged: {problem}",
                              "hint": f"move {STATE_FILE} aside to start with an empty runtime state"})
 

@@ -4,6 +4,13 @@ A run record (`runs/<run_id>.json`) holds the agent's definition as it was, its 
 the identity the run acts as, the tools granted and the lease. Later edits of the agent
 change no started run. Every tool call checks the record again: ended, expired or missing
 runs refuse every call.
+
+A run driven by a process of fw (`fw agent run`, `fw dispatch`, `fw bot serve`, `fw event
+handle`) records that process as its `owner`, whose heartbeat it renews while it lives. A run
+whose owner is gone (on its host: the process is gone; elsewhere: its heartbeat is older than
+ABANDONED_SECONDS) is ended as `abandoned` by the next fw process that touches it: its token
+and every call are refused at once, not when its lease runs out. A run started for a runner
+launched some other way (`fw run start`, `--no-run`) has no owner and lives by its lease.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ from ..home import secrets
 from ..home.kinds import DEFAULT_PROMPT, check_name
 from ..home.secrets import GATEWAY_TOKEN_PREFIX
 from ..home.store import Home
+from ..liveness import HOST, gone_here, me
 from ..suggest import did_you_mean, hint_with
 from .identities import binding_command, get_binding, get_principal, no_principal
 from .resources import resource_read
@@ -35,6 +43,8 @@ RUN_ID_RE = re.compile(r"run-[0-9]{8}T[0-9]{6}-[0-9a-f]{8}")
 TOKEN_RE = re.compile(GATEWAY_TOKEN_PREFIX + r"(run-[0-9]{8}T[0-9]{6}-[0-9a-f]{8})_[A-Za-z0-9_-]{43}")
 TOKEN_HASH = "gateway_token_sha256"
 DEFAULT_LEASE_SECONDS = 3600
+OWNER_BEAT_SECONDS = 20.0  # how often an owner renews its runs' heartbeat
+ABANDONED_SECONDS = 60.0  # a run whose owner (on another host) has not beaten for this long is abandoned
 MAX_LEASE_SECONDS = 366 * 24 * 3600  # a year: past it a lease is a mistake, not a plan
 # What a run record must hold, and of which type, for any call to trust it.
 RECORD_FIELDS: dict[str, type | tuple[type, ...]] = {
@@ -231,10 +241,12 @@ def run_start(
     agent: str | None = None,
     lease: int | None = None,
     context: dict[str, Any] | None = None,
+    owned: bool = False,
 ) -> dict[str, Any]:
     """Start a run: read what it starts from, decide its tools (`project`, which may start MCP
     servers and so runs outside the home's lock), then record it, with its `context` (the
-    session it is tied to, the event it handles, ...)."""
+    session it is tied to, the event it handles, ...) and, when `owned`, this process as the
+    owner that drives it."""
     start = prepare_run(home, principal, agent, lease, context)
     projection = project(start)
     if start.mode == "managed":  # the binding may have changed while the tools were listed
@@ -270,7 +282,11 @@ def run_start(
             **projection.record,
             TOKEN_HASH: _token_hash(token),
         }
+        if owned:
+            record["owner"] = {"host": HOST, "process": me(), "heartbeat_at": _iso(started)}
         home.write_text(f"{RUNS}/{run_id}.json", record_text(record))
+    if owned:
+        BEATS.own(home, run_id)
     if start.mode == "managed":
         try:
             _same_binding(home, start)
@@ -337,7 +353,7 @@ def run_for_token(home: Home, token: str | None) -> dict[str, Any]:
     if not isinstance(stored, str) or not hmac.compare_digest(stored, _token_hash(token or "")):
         raise FwError("denied", "no valid gateway token", "give the token `fw run start` printed, as Authorization: Bearer TOKEN",
                       reason="token")
-    return require_active(record)
+    return require_active(unless_abandoned(home, record))  # type: ignore[arg-type]
 
 
 def _require_agent_identity(home: Home, principal: str) -> None:
@@ -396,8 +412,38 @@ def _record_problem(record: Any, run_id: str) -> str | None:
 
 
 def active_run(home: Home, run_id: str) -> dict[str, Any]:
-    """The run's record if it may still act; `run_ended` or `lease_expired` otherwise."""
-    return require_active(load_run(home, run_id))
+    """The run's record if it may still act; `run_ended` or `lease_expired` otherwise (a run
+    whose owner is gone is ended here, as `abandoned`)."""
+    return require_active(unless_abandoned(home, load_run(home, run_id)))
+
+
+def owner_gone(record: dict[str, Any]) -> bool:
+    """Whether the process that drives an active run is gone: on its host, by the process
+    itself; elsewhere, by a heartbeat older than ABANDONED_SECONDS. A run without an owner
+    (started for a runner launched some other way) is never abandoned."""
+    owner = record.get("owner")
+    if record.get("status") != "active" or not isinstance(owner, dict):
+        return False
+    process, host = owner.get("process"), owner.get("host")
+    if not isinstance(process, str) or not isinstance(host, str):
+        return False
+    if host == HOST:
+        return process != me() and gone_here(process)
+    try:
+        beat = _parse(str(owner.get("heartbeat_at")))
+    except ValueError:
+        return True
+    return _now() - beat > timedelta(seconds=ABANDONED_SECONDS)
+
+
+def unless_abandoned(home: Home, record: dict[str, Any]) -> dict[str, Any]:
+    """The record as it stands once an abandoned run is ended (`end_reason: abandoned`)."""
+    if not owner_gone(record):
+        return record
+    try:
+        return run_end(home, record["run_id"], reason="abandoned", only_if_abandoned=True)
+    except FwError:
+        return record
 
 
 def require_active(record: dict[str, Any]) -> dict[str, Any]:
@@ -405,7 +451,9 @@ def require_active(record: dict[str, Any]) -> dict[str, Any]:
     run_id = record["run_id"]
     record = present(record)
     if record["status"] == "ended":
-        raise FwError("run_ended", f"run {run_id} has ended; it can make no further calls", "start a new run with `fw run start`")
+        why = "the process that drove it is gone (abandoned)" if record.get("end_reason") == "abandoned" else "it has ended"
+        raise FwError("run_ended", f"run {run_id} can make no further calls: {why}", "start a new run with `fw run start`",
+                      **({"end_reason": record["end_reason"]} if record.get("end_reason") else {}))
     if record["status"] == "expired":
         raise FwError("lease_expired", f"the lease of run {run_id} ran out at {record['lease_expires_at']}", "start a new run with `fw run start`")
     return record
@@ -444,7 +492,8 @@ def resolve_run_id(home: Home, given: Any) -> str:
 
 
 def run_show(home: Home, run_id: str) -> dict[str, Any]:
-    return present(load_run(home, resolve_run_id(home, run_id)))
+    home_run = load_run(home, resolve_run_id(home, run_id))
+    return present(unless_abandoned(home, home_run))
 
 
 RUN_STATUSES = ("active", "ended", "expired", "corrupt")
@@ -471,7 +520,7 @@ def _all_runs(home: Home) -> list[dict[str, Any]]:
         if not RUN_ID_RE.fullmatch(name[:-5]):
             continue  # not a run record's name
         try:
-            record = present(load_run(home, name[:-5]))
+            record = present(unless_abandoned(home, load_run(home, name[:-5])))
         except FwError as exc:  # a damaged record is listed as such, never hidden
             runs.append({"run_id": name[:-5], "status": "corrupt", "error": {"code": exc.code, "message": exc.message, "path": f"{RUNS}/{name}"}})
             continue
@@ -479,16 +528,74 @@ def _all_runs(home: Home) -> list[dict[str, Any]]:
     return runs
 
 
-def run_end(home: Home, run_id: str) -> dict[str, Any]:
-    """End a run: every later call of it is refused. Ending an ended run changes nothing."""
+def run_end(home: Home, run_id: str, reason: str | None = None, only_if_abandoned: bool = False) -> dict[str, Any]:
+    """End a run: every later call of it is refused. Ending an ended run changes nothing.
+    `reason` is kept as `end_reason` (`abandoned`: its owner is gone); `only_if_abandoned`
+    ends it only if its owner is still found gone under the record's lock."""
     run_id = resolve_run_id(home, run_id)
     with home.record_locked(f"{RUNS}/{run_id}.json"):
         record = load_run(home, run_id)
-        if record["status"] != "ended":
+        if record["status"] != "ended" and (not only_if_abandoned or owner_gone(record)):
             record["status"] = "ended"
             record["ended_at"] = _iso(_now())
+            if reason:
+                record["end_reason"] = reason
             home.write_text(f"{RUNS}/{run_id}.json", record_text(record))
+    BEATS.disown(run_id)
     return present(record)
+
+
+class _OwnerBeats:
+    """The heartbeat of the runs this process drives: every OWNER_BEAT_SECONDS each active one
+    has `owner.heartbeat_at` renewed, so that a host that cannot see this process can tell it
+    lives. One daemon thread a process, started with its first owned run."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self._runs: dict[str, Any] = {}  # run id -> the root of its home
+        self._lock = threading.Lock()
+        self._thread: Any = None
+
+    def own(self, home: Home, run_id: str) -> None:
+        import threading
+
+        with self._lock:
+            self._runs[run_id] = home.root
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._beat, name="fw-run-owner", daemon=True)
+                self._thread.start()
+
+    def disown(self, run_id: str) -> None:
+        with self._lock:
+            self._runs.pop(run_id, None)
+
+    def _beat(self) -> None:
+        import time
+
+        while True:
+            time.sleep(OWNER_BEAT_SECONDS)
+            with self._lock:
+                runs = dict(self._runs)
+            for run_id, root in runs.items():
+                try:
+                    renew_heartbeat(Home(root), run_id)
+                except Exception:  # a damaged record, a full disk: the next beat tries again
+                    pass
+
+
+def renew_heartbeat(home: Home, run_id: str) -> None:
+    with home.record_locked(f"{RUNS}/{run_id}.json"):
+        record = load_run(home, run_id)
+        owner = record.get("owner")
+        if record["status"] != "active" or not isinstance(owner, dict):
+            BEATS.disown(run_id)
+            return
+        owner["heartbeat_at"] = _iso(_now())
+        home.write_text(f"{RUNS}/{run_id}.json", record_text(record))
+
+
+BEATS = _OwnerBeats()
 
 
 def _finished_at(record: dict[str, Any]) -> datetime | None:

@@ -61,7 +61,7 @@ def agent_run(
         _require_binding_runs(home, principal, agent)
         agent = None  # a managed run runs what its binding names
     context = {**(context or {}), "input": without_lone_surrogates(redact(message))[:INPUT_KEPT]}
-    record, sources = open_run(home, principal=principal, agent=agent, context=context)
+    record, sources = open_run(home, principal=principal, agent=agent, context=context, owned=True)  # this process drives it
     token = record.pop("gateway_token", "")  # shown to no one: only an external runner gets it
     run_id = record["run_id"]
     try:

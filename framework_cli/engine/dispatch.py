@@ -34,6 +34,7 @@ from ..domain.runs import run_end
 from ..errors import FwError
 from ..home.secrets import redact
 from ..home.store import Home
+from ..liveness import HOST, gone_here, me
 from ..runtime import sessions, tasks, work
 from ..runtime.sessions import BACKLOG, CANCELLED, DONE, FAILED, PENDING, RUNNING, Claim
 from ..state.store import StateStore, now_iso
@@ -332,56 +333,20 @@ def _stamp(moment: datetime) -> str:
     return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def _host() -> str:
-    """This host, as precisely as it can be told apart: its name, its boot, its process
-    namespace (two containers of one name and one kernel do not share process ids)."""
-    parts = [socket.gethostname()]
-    try:
-        with open("/proc/sys/kernel/random/boot_id") as boot:
-            parts.append(boot.read().strip())
-        parts.append(os.readlink("/proc/self/ns/pid"))
-    except OSError:
-        pass  # not Linux: the name alone, and the heartbeat decides
-    return "/".join(parts)
-
-
-def _process(pid: int) -> str | None:
-    """A process as `pid:start`, where its start time is known, so a reused pid is another
-    process; None when there is no such process, or it has died (a zombie)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return None
-    except PermissionError:
-        pass  # someone else's process, alive
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            fields = stat.read().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return str(pid)
-    return None if fields[0] in ("Z", "X") else f"{pid}:{fields[19]}"
-
-
-HOST = _host()
-
-
 def _register(store: StateStore, dispatcher: str) -> None:
     """Enter this dispatcher (or renew its heartbeat); a row removed by another dispatcher
     that thought it dead is entered again (its work was taken back; its claims hold no more)."""
     now = now_iso()
     with store.transaction():
         if not store.execute("UPDATE dispatchers SET heartbeat_at = ? WHERE id = ?", (now, dispatcher)).rowcount:
-            store.insert("dispatchers", {"id": dispatcher, "host": HOST, "process": _process(os.getpid()) or str(os.getpid()),
+            store.insert("dispatchers", {"id": dispatcher, "host": HOST, "process": me(),
                                          "started_at": now, "heartbeat_at": now})
 
 
 def _dead(row: dict[str, Any], stale_before: str) -> bool:
     if row["heartbeat_at"] < stale_before:  # the portable rule: its heartbeat stopped
         return True
-    if row["host"] != HOST:
-        return False
-    pid = int(row["process"].split(":", 1)[0])
-    return _process(pid) != row["process"] if ":" in row["process"] else _process(pid) is None
+    return row["host"] == HOST and gone_here(row["process"])
 
 
 def take_back(home: Home, store: StateStore, me: str) -> int:

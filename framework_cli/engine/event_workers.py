@@ -30,15 +30,15 @@ OnDone = Callable[[dict[str, Any]], None]
 
 
 class EventWorkers:
-    def __init__(self, home: Home, bot: str, workers: int = 4, on_done: OnDone | None = None,
+    def __init__(self, home: Home, bot: str | None, workers: int = 4, on_done: OnDone | None = None,
                  handle: Callable[..., dict[str, Any]] = handle_event) -> None:
         if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= 64:
             raise FwError("invalid", "workers must be a whole number from 1 to 64", "e.g. --workers 4", field="workers")
         self.root = home.root
-        self.bot = bot
+        self.bot = bot  # the bot of every event, unless `submit` names another
         self.on_done = on_done or (lambda record: None)
         self._handle = handle
-        self._queue: queue.Queue[dict[str, Any] | None] = queue.Queue(QUEUE_LIMIT)
+        self._queue: queue.Queue[tuple[str, dict[str, Any]] | None] = queue.Queue(QUEUE_LIMIT)
         self._threads = [threading.Thread(target=self._work, name=f"event-worker-{n}", daemon=True) for n in range(workers)]
         self._runs: dict[int, str | None] = {}  # worker thread ident -> the run it is in
         self._guard = threading.Lock()
@@ -50,12 +50,15 @@ class EventWorkers:
             thread.start()
         return self
 
-    def submit(self, event: dict[str, Any]) -> bool:
-        """Queue an event; False when the server is stopping or the queue is full."""
+    def submit(self, event: dict[str, Any], bot: str | None = None) -> bool:
+        """Queue an event of `bot` (this pool's own by default); False when the server is
+        stopping or the queue is full."""
         if self._stopping.is_set():
             return False
+        name = bot or self.bot
+        assert name is not None
         try:
-            self._queue.put_nowait(event)
+            self._queue.put_nowait((name, event))
         except queue.Full:
             return False
         return True
@@ -64,14 +67,14 @@ class EventWorkers:
     def _work(self) -> None:
         try:
             while not self._stopping.is_set():
-                event = self._queue.get()
-                if event is None or self._stopping.is_set():
+                item = self._queue.get()
+                if item is None or self._stopping.is_set():
                     break
-                self.on_done(self._one(event))
+                self.on_done(self._one(*item))
         except BaseException:  # interrupted by stop: the run has been ended, the thread goes
             pass
 
-    def _one(self, event: dict[str, Any]) -> dict[str, Any]:
+    def _one(self, bot: str, event: dict[str, Any]) -> dict[str, Any]:
         me = threading.get_ident()
 
         def note(progress: dict[str, Any]) -> None:
@@ -79,9 +82,9 @@ class EventWorkers:
                 with self._guard:
                     self._runs[me] = progress["run"]["run_id"]
 
-        record: dict[str, Any] = {"type": "handled", "event": event}
+        record: dict[str, Any] = {"type": "handled", "bot": bot, "event": event}
         try:
-            doc = self._handle(Home(self.root), self.bot, event, run=True, on_event=note)
+            doc = self._handle(Home(self.root), bot, event, run=True, on_event=note)
         except FwError as exc:
             record.update(type="failed", error={"code": exc.code, "message": redact(exc.message), "hint": redact(exc.hint)})
             if exc.extra.get("run_id"):

@@ -16,14 +16,15 @@ from ..domain.resources import resource_read
 from ..errors import FwError
 from ..home import secrets
 from ..home.store import Home
-from ..platform.bots import adapter_of, local_platform
-from ..platform.events import describe_event, validate_event
+from ..platform.bots import adapter_of, bot_self_id, local_platform
+from ..platform.events import describe_event, mentions_bot, validate_event
 from ..tools.service import open_run
 from .agent_run import agent_run
 from .external import GatewayStarter
 
 NOT_SELECTED = "event_not_selected"
 BINDING_DISABLED = "binding_disabled"
+NOT_MENTIONED = "not_mentioned"
 
 
 def handle_event(
@@ -63,7 +64,7 @@ def start_event_run(home: Home, bot_name: str, raw_event: Any, *, principal: str
     `reason`, and then nothing is recorded, not even on the bot's platform."""
 
     bot, event = _checked_event(home, bot_name, raw_event, principal)
-    reason = refusal(home, bot_name, principal, event["type"])
+    reason = refusal(home, bot_name, principal, event)
     if reason is not None:
         raise FwError("denied", *_REFUSALS[reason](principal), reason=reason)
     adapter_of(home, bot_name, bot).ingest(event)
@@ -75,6 +76,9 @@ _REFUSALS = {
     NOT_SELECTED: lambda p: (f"the agent bound to {p!r} does not select this event's type, so no run was started",
                              "add the type (or a pattern such as message.*) to the agent's events"),
     BINDING_DISABLED: lambda p: (f"the binding of {p!r} is disabled, so no run was started", f"enable it: `fw binding enable {p}`"),
+    NOT_MENTIONED: lambda p: (f"the group message does not mention the bot, and the binding of {p!r} takes only messages that do "
+                              "(policy mentioned), so no run was started",
+                              f"mention the bot (@ it, or reply to its message), or take every message: `fw binding set {p} --policy all`"),
 }
 
 
@@ -92,7 +96,7 @@ def local_say(home: Home, bot_name: str, user: str, text: str, group: str | None
 def handle_ingested(home: Home, bot_name: str, bot: dict[str, Any], event: dict[str, Any], *, run: bool = True,
                     lease: int | None = None, on_event: Any = None, gateway: GatewayStarter | None = None) -> dict[str, Any]:
     """Handle an event the bot's platform already holds (`fw bot local say` stored it)."""
-    reason = refusal(home, bot_name, bot["principal"], event["type"])
+    reason = refusal(home, bot_name, bot["principal"], event, bot)
     if reason is not None:
         return {"handled": False, "reason": reason}
     context = {"bot": bot_name, "event": event}
@@ -104,16 +108,22 @@ def handle_ingested(home: Home, bot_name: str, bot: dict[str, Any], event: dict[
     return _run_loop(home, bot["principal"], event, context, on_event, gateway)
 
 
-def refusal(home: Home, bot_name: str, principal: str, event_type: str) -> str | None:
-    """Why the principal's binding does not take an event of this type, or None."""
+def refusal(home: Home, bot_name: str, principal: str, event: dict[str, Any], bot: dict[str, Any] | None = None) -> str | None:
+    """Why the principal's binding does not take this event, or None: the agent does not
+    select its type; it is a group message that does not mention the bot and the binding's
+    policy is `mentioned`; the binding is disabled."""
 
     binding = get_binding(home, principal)
     if binding is None:
         raise FwError("not_found", f"principal {principal!r}, who handles bot {bot_name!r}'s events, has no binding",
                       f"bind it: `fw binding set {principal} --agent AGENT`")
     definition = resource_read(home, "agent", binding["agent"])["data"]
-    if not selects(definition.get("events"), event_type):
+    if not selects(definition.get("events"), event["type"]):
         return NOT_SELECTED
+    if event["type"] == "message.received" and binding.get("policy", "mentioned") == "mentioned":
+        self_id = bot_self_id(home, bot_name, bot if bot is not None else load_bot(home, bot_name))
+        if not mentions_bot(event, bot_name, self_id):
+            return NOT_MENTIONED
     if not binding["enabled"]:
         return BINDING_DISABLED
     return None

@@ -41,6 +41,25 @@ HOME_MARKER_DIRS = ("providers", "agents")
 NOT_TEXT = "\x00"
 
 
+FULL_DISK_ERRNOS = frozenset({28, 122})  # ENOSPC, EDQUOT (Linux)
+
+
+def disk_full(rel: str) -> FwError:
+    """The error of a write that found no room: nothing was changed, and nothing is damaged."""
+    return FwError("unavailable", f"cannot write {rel}: the disk (or the quota) that holds the home is full; nothing was changed",
+                   "free some space there, then run the command again", reason="disk_full", path=rel)
+
+
+def write_failure(exc: OSError, rel: str) -> FwError:
+    """Why a file of the home could not be written: a full disk is `unavailable`
+    (`disk_full`), anything else (a file where a folder belongs, a read-only folder) is
+    the home's own state, `corrupt`."""
+    if exc.errno in FULL_DISK_ERRNOS:
+        return disk_full(rel)
+    return FwError("corrupt", f"cannot write {rel}: {exc.strerror or type(exc).__name__}",
+                   "check that the home's folders are folders fw may write (`fw home check`)", path=rel)
+
+
 def is_temp_file(name: str) -> bool:
     """A temp file of an interrupted atomic write (`write_text`, the index)."""
     return name.startswith(".") and name.endswith(".tmp")
@@ -92,7 +111,12 @@ class Home:
         import fcntl
 
         if self._lock_depth == 0:
-            fd = os.open(self.root / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fd = os.open(self.root / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+            except OSError as exc:
+                if exc.errno not in FULL_DISK_ERRNOS:
+                    raise
+                raise disk_full(LOCK_FILE) from None
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX)
             except BaseException:
@@ -131,8 +155,7 @@ class Home:
                 folder.mkdir(exist_ok=True)
                 fd = os.open(folder / f"{number:02d}", os.O_RDWR | os.O_CREAT, 0o644)
             except OSError as exc:
-                raise FwError("corrupt", f"cannot lock {rel}: {exc.strerror or type(exc).__name__}",
-                              "check that the home's folders are folders fw may write (`fw home check`)", path=rel) from None
+                raise write_failure(exc, f"{RECORD_LOCKS_DIR}/{number:02d}") from None
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX)
             except BaseException:
@@ -210,12 +233,7 @@ class Home:
             self._make_dirs(target.parent, secret=secret)
             fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
         except OSError as exc:  # a file where a folder belongs, a read-only folder, a full disk
-            raise FwError(
-                "corrupt",
-                f"cannot write {rel}: {exc.strerror or type(exc).__name__}",
-                "check that the home's folders are folders fw may write (`fw home check`)",
-                path=rel,
-            ) from None
+            raise write_failure(exc, rel) from None
         try:
             with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
                 handle.write(text)
@@ -223,11 +241,13 @@ class Home:
                 os.fsync(handle.fileno())
             os.chmod(tmp, 0o600 if secret else 0o644)
             os.replace(tmp, target)
-        except BaseException:
+        except BaseException as exc:
             try:
-                os.unlink(tmp)
+                os.unlink(tmp)  # the old file stands as it was, and no temp file is left
             except FileNotFoundError:
                 pass
+            if isinstance(exc, OSError):
+                raise write_failure(exc, rel) from None
             raise
         self._fsync_dir(target.parent)
 
@@ -441,8 +461,11 @@ class Home:
                 pass
 
     def _write_index(self, name: str, text: str) -> None:
+        """The index is only a cache: a home it cannot be written in (read-only, a full disk)
+        is simply not cached, and no temp file is left behind."""
         import tempfile
 
+        tmp = None
         try:
             folder = self.root / INDEX_DIR
             folder.mkdir(exist_ok=True)
@@ -452,7 +475,11 @@ class Home:
             os.chmod(tmp, 0o644)
             os.replace(tmp, folder / f"{name}.json")
         except OSError:
-            pass
+            if tmp is not None:
+                try:
+                    os.unlink(tmp)
+                except OSError:
+                    pass
 
 
 def _why_not_a_home(root: Path) -> str:

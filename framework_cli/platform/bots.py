@@ -24,6 +24,16 @@ def adapter_of(home: Home, name: str, bot: dict[str, Any]) -> Any:
     return adapter_for(home, name, bot)
 
 
+def bot_self_id(home: Home, name: str, bot: dict[str, Any]) -> str | None:
+    """The bot's own id on its platform, where fw has learnt it (a onebot bot: from its
+    reports, its socket's handshake or `get_login_info`)."""
+    if bot.get("adapter") != "onebot":
+        return None
+    from .adapters.onebot import status_view  # lazy: start-up speed (only onebot bots pay for it)
+
+    return status_view(home, name)["self_id"]
+
+
 def capabilities(home: Home, name: str, bot: dict[str, Any]) -> dict[str, Any]:
     """What the bot offers now: its adapter's APIs less those it withholds."""
 

@@ -1,14 +1,16 @@
 """Events: what a chat platform reports (a message, a friend request, ...), checked strictly,
 and what an event lets its tools act on.
 
-An event is `{"type", "actor": {"id", "name"?}, "group": {"id"}?, "message": {"id", "text"}?,
-"request_id"?}`; ids are strings (OneBot's numbers are carried as text). A run started for an
-event keeps it frozen in its record: an event tool acts only on the ids found there.
+An event is `{"type", "actor": {"id", "name"?, "anonymous"?}, "group": {"id"}?, "message":
+{"id", "text", "mentions_bot"?, "attachments"?, "temp_group_id"?}?, "request_id"?}`; ids are
+strings (OneBot's numbers are carried as text). A run started for an event keeps it frozen in
+its record: an event tool acts only on the ids found there, and never on an anonymous sender.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from ..domain.catalogue import ACTOR, CURRENT_MESSAGE, EVENT_TYPES, GROUP, GROUP_AND_ACTOR, REPLY_TARGET, REQUEST
@@ -40,13 +42,22 @@ def _build_model() -> Any:
     class Actor(Strict):
         id: Id
         name: Optional[str] = None
+        anonymous: Optional[bool] = None
 
     class GroupRef(Strict):
         id: Id
 
+    class Attachment(Strict):
+        type: Literal["image", "file", "record", "video"]
+        url: Optional[Annotated[str, Field(max_length=2048)]] = None
+        name: Optional[Annotated[str, Field(max_length=2048)]] = None
+
     class MessageRef(Strict):
         id: Id
         text: str
+        mentions_bot: Optional[bool] = None
+        attachments: Optional[list[Attachment]] = None
+        temp_group_id: Optional[Id] = None
 
     class Event(Strict):
         type: Literal[EVENT_TYPES]  # type: ignore[valid-type]
@@ -59,8 +70,11 @@ def _build_model() -> Any:
         def _what_the_type_needs(self) -> Event:
             if self.type == "message.received" and self.message is None:
                 raise ValueError("message: a message.received event carries its message")
-            if self.type.startswith("group.") and self.group is None:
-                raise ValueError(f"group: a {self.type} event names its group")
+            if self.type.startswith("group.") or self.type in ("bot.removed_from_group", "bot.joined_group"):
+                if self.group is None:
+                    raise ValueError(f"group: a {self.type} event names its group")
+            if self.message is not None and self.message.temp_group_id is not None and self.group is not None:
+                raise ValueError("message.temp_group_id: a temporary chat is private: it has no group")
             return self
 
     return Event
@@ -86,29 +100,49 @@ def validate_event(data: Any) -> dict[str, Any]:
     return event.model_dump(mode="json", exclude_none=True)
 
 
-EVENT_HINT = ('an event is {"type", "actor": {"id", "name"?}, "group": {"id"}?, "message": {"id", "text"}?, '
+EVENT_HINT = ('an event is {"type", "actor": {"id", "name"?}, "group": {"id"}?, "message": {"id", "text", "mentions_bot"?}?, '
               '"request_id"?}; ids are strings')
+
+
+def mentions_bot(event: dict[str, Any], bot_name: str, self_id: str | None = None) -> bool:
+    """Whether a message event addresses the bot: as the adapter decided it (`mentions_bot`),
+    else, for an event written by hand or on the local platform, a private message always
+    does and a group message when its text holds `@<bot name>` (or `@<its own id>`)."""
+    message = event.get("message") or {}
+    given = message.get("mentions_bot")
+    if isinstance(given, bool):
+        return given
+    if not event.get("group"):
+        return True
+    names = [bot_name, *([self_id] if self_id else [])]
+    text = message.get("text") or ""
+    return any(re.search(rf"(?<![\w@])@{re.escape(name)}(?![\w-])", text) for name in names)
 
 
 def target_ids(target: str | None, event: dict[str, Any]) -> dict[str, Any] | None:
     """The ids an event tool is frozen to, as the adapter API's parameters; None when the
     event does not carry them."""
-    actor = event["actor"]["id"]
+    actor = None if event["actor"].get("anonymous") else event["actor"]["id"]  # nothing acts on an anonymous sender
     group = (event.get("group") or {}).get("id")
+    message = event.get("message") or {}
     if target == REPLY_TARGET:
-        return {"target_type": "group", "target_id": group} if group else {"target_type": "person", "target_id": actor}
+        if group:  # a reply in a group quotes the message it answers
+            return {"target_type": "group", "target_id": group, **({"reply_to": message["id"]} if message.get("id") else {})}
+        if actor is None:
+            return None
+        return {"target_type": "person", "target_id": actor, **({"temp_group_id": message["temp_group_id"]} if message.get("temp_group_id") else {})}
     if target == CURRENT_MESSAGE:
-        message = (event.get("message") or {}).get("id")
-        if message is None:
+        message_id = message.get("id")
+        if message_id is None or (not group and actor is None):
             return None
         chat = {"chat_type": "group", "chat_id": group} if group else {"chat_type": "person", "chat_id": actor}
-        return {**chat, "message_id": message}
+        return {**chat, "message_id": message_id}
     if target == ACTOR:
-        return {"user_id": actor}
+        return {"user_id": actor} if actor is not None else None
     if target == GROUP:
         return {"group_id": group} if group else None
     if target == GROUP_AND_ACTOR:
-        return {"group_id": group, "user_id": actor} if group else None
+        return {"group_id": group, "user_id": actor} if group and actor is not None else None
     if target == REQUEST:
         request = event.get("request_id")
         return {"request_id": request} if request else None
@@ -119,7 +153,8 @@ def describe_event(event: dict[str, Any]) -> str:
     """The input a model reads for an event: a message's text as it is, otherwise a short
     description with the event itself."""
     if event["type"] == "message.received":
-        return event["message"]["text"]
+        text = event["message"]["text"]
+        return text if text.strip() else "(a message with no text)"
     actor = event["actor"]
     who = f"{actor.get('name') or actor['id']} (id {actor['id']})"
     what = {
@@ -127,5 +162,7 @@ def describe_event(event: dict[str, Any]) -> str:
         "bot.invited_to_group": f"{who} invites the bot to a group.",
         "group.member_joined": f"{who} joined a group.",
         "group.member_left": f"{who} left a group.",
+        "bot.joined_group": "The bot joined a group.",
+        "bot.removed_from_group": f"The bot left a group, or was removed from it (by {who}).",
     }[event["type"]]
     return f"Event {event['type']}: {what}\n{json.dumps(event, ensure_ascii=False)}"

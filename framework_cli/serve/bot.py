@@ -1,15 +1,24 @@
-"""`fw bot serve BOT`: a onebot bot's door for its implementation (NapCat, Lagrange, ...).
+"""`fw bot serve BOT [BOT...] | --all`: one listener for onebot bots' implementations (NapCat,
+Lagrange, LLOneBot, go-cqhttp), both of OneBot v11's ways in at once:
 
-One Starlette app, served by uvicorn, takes both of OneBot v11's ways in at once:
-- `POST /`: HTTP reports (the implementation's "HTTP client"), checked against `X-Signature`
-  when the bot has a secret (401 otherwise), answered 204 at once;
-- `/onebot/v11/ws`: the reverse WebSocket (its "WebSocket client"), whose handshake must carry
-  the bot's access token as a Bearer token. Events arrive as frames; a bot without a url sends
-  its actions back on the socket and reads the answers here, matched by echo.
+- `POST /`: HTTP reports (the implementation's "HTTP client"). A report must be
+  `Content-Type: application/json` and carry no `Origin` (a browser always sends one on a
+  cross-site POST; implementations never do): 403 otherwise, and nothing runs. It is told
+  apart by its `X-Self-ID` (or by which bot's secret signs the raw body), checked against
+  `X-Signature` on the raw bytes before it is parsed (401), parsed no deeper than 64 levels
+  (400), de-duplicated (204 and nothing more for a repeat), then answered 204. A bot with a
+  `url` and no secret takes reports only on a loopback listener; a bot without a `url` has no
+  report door unless it has a secret (CONTRACT section 11).
+- `/onebot/v11/ws`: the reverse WebSocket (its "WebSocket client"), whose handshake carries a
+  bot's access token (`Authorization: Bearer` or `Token`, or `?access_token=`), a numeric
+  `X-Self-ID` and, if any, `X-Client-Role: Universal`. Events arrive as frames; a bot without a
+  url sends its actions back on the socket and reads the answers here, matched by echo.
 
-Events go to `EventWorkers` and run in the background; meta events only keep the online state;
-a report or frame fw cannot read is logged and answered, never a crash. What happens is told
-to `on_record` as small documents (the CLI prints them).
+Store work (de-duplication, heartbeats, the socket's state) runs off the event loop, each piece
+bounded: a report that cannot be stored in time gets 503, and the door goes on answering. Meta
+events keep each bot's heartbeat and online state; a bot whose heartbeats stop for three
+intervals is offline, and the server says so. What happens is told to `on_record` as small
+documents (the CLI prints them, each with its time).
 """
 
 from __future__ import annotations
@@ -17,123 +26,371 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import json
 from collections.abc import AsyncIterator, Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import Any
 
-from ..domain.bots import load_bot
+from ..domain.bots import bot_names, load_bot
 from ..engine.event_workers import EventWorkers
 from ..engine.handling import handle_event
 from ..errors import FwError
 from ..home.store import Home
 from ..platform.adapters import onebot
+from ..platform.adapters.onebot_reports import Report, read_report
+from ..state.store import StateStore, now_iso
 from .gateway import run_gateway
-from .http import bind, is_loopback, parse_listen, serve, url_host
+from .http import DoorLimits, RefusalLog, bind, is_loopback, parse_json, parse_listen, serve, url_host
 
 OnRecord = Callable[[dict[str, Any]], None]
-KEEP_FRESH_SECONDS = 15  # how often the socket rows of state.db are refreshed while held
+KEEP_FRESH_SECONDS = 15  # how often the rows that say this process serves a bot are refreshed
+WATCH_SECONDS = 1.0  # how often each bot's heartbeats are looked at
+STORE_SECONDS = 3.0  # for a report to be stored; past it the implementation is answered 503
+STORE_BUSY_SECONDS = 2.5  # how long a door's writer waits for another process's transaction
+STORE_THREADS = 4
+LOGIN_SECONDS = 5.0  # for an HTTP bot's `get_login_info`, when its own id is not known yet
+
+
+class Refused(Exception):
+    """A request refused with this status; `why` is logged (rate-limited)."""
+
+    def __init__(self, status: int, why: str) -> None:
+        super().__init__(why)
+        self.status, self.why = status, why
+
+
+@dataclass
+class ServedBot:
+    name: str
+    url: str | None
+    token: str | None
+    secret: str | None
+    self_id: str | None  # its own id on the platform, once known
+    report_door: bool  # takes HTTP reports
+    door_note: str | None = None  # why it takes none, when it has a url
+    online: bool | None = None  # by its heartbeats, as last said
+
+
+def plan_bots(home: Home, names: list[str], host: str) -> tuple[list[ServedBot], list[dict[str, Any]]]:
+    """The bots to serve, checked, and what the server says of their doors at start."""
+    if not names:
+        raise FwError("usage", "name the bots to serve, or give --all", "e.g. fw bot serve qq, or fw bot serve --all")
+    loopback = is_loopback(host)
+    bots, notes, tokens = [], [], {}
+    for name in dict.fromkeys(names):
+        bot = load_bot(home, name)
+        if bot["adapter"] != "onebot":
+            raise FwError("invalid", f"bot {name!r} uses the {bot['adapter']} adapter; `fw bot serve` is for onebot bots",
+                          f"a local bot's users speak with `fw bot local say {name} --from USER TEXT`")
+        stored = onebot.bot_secrets(home, name)
+        token, secret = stored.get("access_token"), stored.get("secret")
+        if token and token in tokens:
+            raise FwError("invalid", f"bots {tokens[token]!r} and {name!r} share one access token, so a socket cannot tell them apart",
+                          f"give one of them its own: `printf %s \"$TOKEN\" | fw bot set {name} --access-token-stdin`", field="access_token")
+        if token:
+            tokens[token] = name
+        served = ServedBot(name, bot.get("url"), token, secret, onebot.status_view(home, name)["self_id"], True)
+        if served.url and not secret and not loopback:
+            why = (f"bot {name!r} has no secret, so anyone who can reach {host} could post it reports that run its agent; "
+                   "unsigned reports are taken only on a loopback address")
+            if len(names) == 1:
+                raise FwError("invalid", why, f"set a secret (`printf %s \"$SECRET\" | fw bot set {name} --secret-stdin`) and the same "
+                              "in the implementation's HTTP client, or listen on 127.0.0.1", field="listen")
+            served.report_door, served.door_note = False, why
+        elif not served.url and not secret:
+            served.report_door = False  # a socket-only bot takes HTTP reports only when they are signed
+        if served.door_note:
+            notes.append({"type": "report_door_off", "bot": name, "why": served.door_note})
+        bots.append(served)
+    return bots, notes
 
 
 class BotDoor:
-    """The state the app's endpoints share: the bot, its secrets, its workers."""
+    """The state the app's endpoints share: the bots, their workers, the store's threads."""
 
-    def __init__(self, home: Home, name: str, workers: EventWorkers, on_record: OnRecord) -> None:
+    def __init__(self, home: Home, bots: list[ServedBot], workers: EventWorkers, on_record: OnRecord, limits: DoorLimits) -> None:
         self.home = home
-        self.name = name
+        self.bots = bots
         self.workers = workers
         self.say = on_record
-        stored = onebot.bot_secrets(home, name)
-        self.token: str | None = stored.get("access_token")
-        self.secret: str | None = stored.get("secret")
+        self.limits = limits
+        self._store = ThreadPoolExecutor(STORE_THREADS, thread_name_prefix="fw-bot-store")
+        self._background: set[asyncio.Future[Any]] = set()
 
-    # -- what a report is ---------------------------------------------------------------------
-    def take(self, data: Any, link: onebot.SocketLink | None = None) -> None:
-        report = onebot.read_report(data)
-        if report.kind == "meta":
-            if link is not None and report.online is not None:
-                link.online = report.online
-                self._record_link(link)
-            return
-        if report.kind == "ignored":
-            self.say({"type": "ignored", "why": report.note})
-            return
-        assert report.event is not None
-        if not self.workers.submit(report.event):
-            self.say({"type": "dropped", "event": report.event, "why": "the server is stopping, or too many events are waiting"})
+    def close(self) -> None:
+        self._store.shutdown(wait=False, cancel_futures=True)
 
-    def _record_link(self, link: onebot.SocketLink) -> None:
+    # -- store work, off the loop ----------------------------------------------------------------
+    async def stored(self, work: Callable[[StateStore], Any], seconds: float = STORE_SECONDS) -> Any:
+        """`work(store)` on a store thread, within `seconds` (TimeoutError past them)."""
+
+        def run() -> Any:
+            with StateStore.open(self.home, busy_seconds=STORE_BUSY_SECONDS) as store:
+                return work(store)
+
+        loop = asyncio.get_running_loop()
+        return await asyncio.wait_for(loop.run_in_executor(self._store, run), seconds)
+
+    async def stored_or_said(self, work: Callable[[StateStore], Any], what: str) -> Any:
+        """Store work whose failure is only said (a heartbeat, the socket's state), never fatal."""
         try:
-            onebot.record_link(self.home, self.name, online=link.online, self_id=link.self_id)
+            return await self.stored(work)
+        except (TimeoutError, asyncio.TimeoutError):
+            self.say({"type": "ignored", "why": f"{what} could not be kept: state.db was busy"})
         except FwError as exc:
-            self.say({"type": "ignored", "why": f"the online state could not be kept: {exc.message}"})
+            self.say({"type": "ignored", "why": f"{what} could not be kept: {exc.message}"})
+        return None
 
-    # -- HTTP reports ---------------------------------------------------------------------------
+    # -- one report, from either door --------------------------------------------------------------
+    async def take(self, bot: ServedBot, data: Any, link: onebot.SocketLink | None = None) -> bool:
+        """Read, de-duplicate and hand on one report of `bot`; False when it could not be
+        stored in time (the HTTP door answers 503)."""
+
+        def read_and_note(store: StateStore) -> tuple[Report, bool]:
+            report = read_report(data, bot.self_id, onebot.said_by_bot(store, bot.name))
+            if report.kind != "event":
+                return report, False
+            with store.transaction():
+                fresh = report.key is None or onebot.first_sight(store, bot.name, report.key)
+                if fresh:
+                    onebot.record_status(store, bot.name, last_event_at=now_iso(), self_id=bot.self_id or report.self_id)
+            return report, fresh
+
+        try:
+            report, fresh = await self.stored(read_and_note)
+        except (TimeoutError, asyncio.TimeoutError):
+            self.say({"type": "busy", "bot": bot.name, "why": "state.db was busy: the report could not be stored in time"})
+            return False
+        except FwError as exc:
+            self.say({"type": "busy", "bot": bot.name, "why": f"the report could not be stored: {exc.message}"})
+            return False
+        if bot.self_id is None and report.self_id and report.self_id.isdigit():
+            bot.self_id = report.self_id
+            self.say({"type": "learned", "bot": bot.name, "self_id": report.self_id})
+        if report.kind == "meta":  # kept in the background: a heartbeat is answered at once, however busy state.db is
+            task = asyncio.ensure_future(self._meta(bot, report, link))
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
+        elif report.kind == "ignored":
+            self.say({"type": "ignored", "bot": bot.name, "why": report.note})
+        elif not fresh:
+            self.say({"type": "duplicate", "bot": bot.name, "key": report.key, "event": report.event})
+        elif not self.workers.submit(report.event, bot.name):  # type: ignore[arg-type]
+            self.say({"type": "dropped", "bot": bot.name, "event": report.event, "why": "the server is stopping, or too many events are waiting"})
+        return True
+
+    async def _meta(self, bot: ServedBot, report: Report, link: onebot.SocketLink | None) -> None:
+        if link is not None and report.online is not None:
+            link.online = report.online
+        values: dict[str, Any] = {"self_id": bot.self_id}
+        if report.note == "heartbeat":
+            values.update(last_heartbeat_at=now_iso(), heartbeat_online=int(report.online is not False),
+                          heartbeat_seconds=report.heartbeat_seconds)
+
+        def keep(store: StateStore) -> None:
+            with store.transaction():
+                onebot.record_status(store, bot.name, **values)
+                if link is not None:
+                    onebot.record_link(store, bot.name, online=link.online, self_id=link.self_id)
+
+        await self.stored_or_said(keep, f"the state of bot {bot.name}")
+        await self.watch_once()
+
+    # -- HTTP reports --------------------------------------------------------------------------
     async def report(self, request: Any) -> Any:
         from starlette.responses import Response
 
-        body = await request.body()
-        if self.secret is not None and not onebot.signature_ok(self.secret, body, request.headers.get("x-signature")):
-            self.say({"type": "refused", "what": "report", "why": "a bad or missing X-Signature"})
-            return Response(status_code=401)
         try:
-            data = json.loads(body)
-        except ValueError:
-            self.say({"type": "ignored", "why": "a report that is not JSON"})
+            bot, body = await self._checked_report(request)
+            data = parse_json(body)
+        except Refused as refused:
+            self.limits.refused(refused.why, "report")
+            return Response(status_code=refused.status)
+        except ValueError as exc:
+            if "deeper" in str(exc):  # a hostile document: refused
+                self.limits.refused(f"a report {exc}", "report")
+                return Response(status_code=400)
+            self.say({"type": "ignored", "why": "a report that is not JSON"})  # answered, as a report fw cannot read is
             return Response(status_code=204)
-        self.take(data)
+        if not await self.take(bot, data):
+            return Response(status_code=503, headers={"Retry-After": "1"})
         return Response(status_code=204)
+
+    async def _checked_report(self, request: Any) -> tuple[ServedBot, bytes]:
+        """The bot a report is for, and its raw body, once it has passed every check that
+        comes before parsing."""
+        headers = request.headers
+        media = headers.get("content-type", "").split(";", 1)[0].strip().lower()
+        if media != "application/json" or "origin" in headers:
+            why = "a report from a web page (it carries an Origin)" if "origin" in headers else f"a report of type {media or 'none'}, not application/json"
+            raise Refused(403, why)
+        doors = [b for b in self.bots if b.report_door]
+        if not doors:
+            raise Refused(404, "a report to a server whose bots take none over HTTP")
+        body = await request.body()
+        return self._bot_of(doors, headers.get("x-self-id"), headers.get("x-signature"), body), body
+
+    def _bot_of(self, doors: list[ServedBot], self_id: str | None, signature: str | None, body: bytes) -> ServedBot:
+        """Which bot a report is for: by its X-Self-ID, or by which bot's secret signs it."""
+        candidates = doors
+        if self_id:
+            known = [b for b in doors if b.self_id == self_id.strip()]
+            candidates = known or [b for b in doors if b.self_id is None]
+        signed = [b for b in candidates if b.secret and onebot.signature_ok(b.secret, body, signature)]
+        if signed:
+            return signed[0]
+        unsigned = [b for b in candidates if not b.secret]
+        if len(unsigned) == 1:
+            return unsigned[0]
+        if unsigned:
+            raise Refused(400, "a report that names no bot fw can tell (send X-Self-ID)")
+        raise Refused(401, "a bad or missing X-Signature" if candidates else f"a report for a bot not served here (X-Self-ID {self_id})")
 
     # -- the reverse WebSocket --------------------------------------------------------------------
     async def socket(self, websocket: Any) -> None:
-        if not onebot.bearer_ok(self.token, websocket.headers.get("authorization")):
-            why = "a wrong or missing access token" if self.token else "the bot has no access token"
-            self.say({"type": "refused", "what": "websocket", "why": why})
+        token = onebot.handshake_token(websocket.headers.get("authorization"), websocket.query_params.get("access_token"))
+        bot = next((b for b in self.bots if b.token and token and onebot.token_matches(b.token, token)), None)
+        self_id, role = websocket.headers.get("x-self-id", "").strip(), websocket.headers.get("x-client-role")
+        why = None
+        if bot is None:
+            why = "a wrong or missing access token" if token else "no access token (Authorization: Bearer, Token, or ?access_token=)"
+        elif not self_id.isdigit():
+            why = "no numeric X-Self-ID header: fw needs to know which account connects"
+        elif role is not None and role.strip().lower() != "universal":
+            why = (f"X-Client-Role {role.strip()!r}: fw needs one socket for both events and actions; "
+                   "set the implementation's reverse WebSocket to Universal")
+        if why is not None:
+            self.limits.refused(why, "websocket")
             await websocket.close(code=1008)  # before accept: the handshake is answered 403
             return
+        assert bot is not None
         await websocket.accept()
         loop = asyncio.get_running_loop()
 
         def send(text: str) -> None:  # from a worker thread, never from the loop
             asyncio.run_coroutine_threadsafe(websocket.send_text(text), loop).result(onebot.ACTION_TIMEOUT)
 
-        link = onebot.SocketLink(self.name, send, websocket.headers.get("x-self-id"))
+        if bot.self_id != self_id:
+            bot.self_id = self_id
+        link = onebot.SocketLink(bot.name, send, self_id)
         onebot.LINKS.attach(link)
-        self._record_link(link)
-        self.say({"type": "connected", "self_id": link.self_id})
+        await self.stored_or_said(lambda store: self._linked(store, bot, link), f"the socket of bot {bot.name}")
+        self.say({"type": "connected", "bot": bot.name, "self_id": link.self_id})
         try:
-            await self._frames(websocket, link)
+            await self._frames(websocket, bot, link)
         finally:
             if not onebot.LINKS.detach(link):
-                with contextlib.suppress(FwError):
-                    onebot.forget_link(self.home, self.name)
-            self.say({"type": "disconnected", "self_id": link.self_id})
+                await self.stored_or_said(lambda store: onebot.forget_link_in(store, bot.name), f"the socket of bot {bot.name}")
+            self.say({"type": "disconnected", "bot": bot.name, "self_id": link.self_id})
 
-    async def _frames(self, websocket: Any, link: onebot.SocketLink) -> None:
-        while True:
-            message = await websocket.receive()
-            if message["type"] == "websocket.disconnect":
-                return
-            text = message.get("text")
-            if text is None:
-                text = (message.get("bytes") or b"").decode("utf-8", "replace")
-            try:
-                frame = json.loads(text)
-            except ValueError:
-                self.say({"type": "ignored", "why": "a frame that is not JSON"})
-                continue
-            if isinstance(frame, dict) and "echo" in frame and "post_type" not in frame:
-                if not link.answer(frame):
-                    self.say({"type": "ignored", "why": "an answer no action waits for"})
-                continue
-            self.take(frame, link)
+    @staticmethod
+    def _linked(store: StateStore, bot: ServedBot, link: onebot.SocketLink) -> None:
+        with store.transaction():
+            onebot.record_link(store, bot.name, online=link.online, self_id=link.self_id)
+            onebot.record_status(store, bot.name, self_id=link.self_id)
 
+    async def _frames(self, websocket: Any, bot: ServedBot, link: onebot.SocketLink) -> None:
+        """Read the socket: answers to actions at once; reports in arrival order, by one
+        consumer, so that a busy state.db holds back the reports and never the answers."""
+        reports: asyncio.Queue[Any] = asyncio.Queue()
+        consumer = asyncio.ensure_future(self._consume(reports, bot, link))
+        try:
+            while True:
+                message = await websocket.receive()
+                if message["type"] == "websocket.disconnect":
+                    return
+                text = message.get("text")
+                if text is None:
+                    text = (message.get("bytes") or b"").decode("utf-8", "replace")
+                try:
+                    frame = parse_json(text)
+                except ValueError as exc:
+                    self.limits.refused(f"a frame of bot {bot.name} that is not JSON fw reads ({exc}): skipped", "frame")
+                    continue
+                if isinstance(frame, dict) and "echo" in frame and "post_type" not in frame:
+                    if not link.answer(frame):
+                        self.say({"type": "ignored", "bot": bot.name, "why": "an answer no action waits for"})
+                    continue
+                reports.put_nowait(frame)
+        finally:
+            reports.put_nowait(None)
+            self._background.add(consumer)  # the reports already read are still handled
+            consumer.add_done_callback(self._background.discard)
+
+    async def _consume(self, reports: asyncio.Queue[Any], bot: ServedBot, link: onebot.SocketLink) -> None:
+        while (frame := await reports.get()) is not None:
+            if not await self.take(bot, frame, link):
+                self.say({"type": "failed", "bot": bot.name, "why": "a frame was skipped: state.db was busy"})
+
+    # -- liveness -------------------------------------------------------------------------------
     async def keep_fresh(self) -> None:
-        """While this process holds sockets, say so in state.db (other processes read it)."""
+        """While serving: say so in state.db for each bot (other processes read it), and look
+        at each bot's heartbeats every second, saying when one goes silent or comes back."""
+        await self._learn_own_ids()
+        beat = 0
         while True:
-            await asyncio.sleep(KEEP_FRESH_SECONDS)
-            link = onebot.LINKS.current(self.name)
-            if link is not None:
-                self._record_link(link)
+            if beat % int(KEEP_FRESH_SECONDS / WATCH_SECONDS) == 0:
+                await self.stored_or_said(self._refresh, "the state of the bots")
+            await self.watch_once()
+            beat += 1
+            await asyncio.sleep(WATCH_SECONDS)
+
+    def _refresh(self, store: StateStore) -> None:
+        with store.transaction():
+            for bot in self.bots:
+                onebot.record_status(store, bot.name, self_id=bot.self_id)
+                link = onebot.LINKS.current(bot.name)
+                if link is not None:
+                    onebot.record_link(store, bot.name, online=link.online, self_id=link.self_id)
+        for bot in self.bots:
+            onebot.forget_old_sights(store, bot.name)
+
+    async def watch_once(self) -> None:
+        rows = await self.stored_or_said(lambda store: {b.name: store.one("SELECT * FROM onebot_status WHERE bot = ?", (b.name,))
+                                                        for b in self.bots}, "the heartbeats of the bots")
+        if rows is None:
+            return
+        now = datetime.now(timezone.utc)
+        for bot in self.bots:
+            row = rows.get(bot.name)
+            online = onebot.beats_say(row, now)
+            if online is None or online == bot.online:
+                continue
+            if bot.online is not None or not online:
+                why = "its heartbeats came back" if online else _silence(row, now)
+                self.say({"type": "online" if online else "offline", "bot": bot.name, "why": why})
+            bot.online = online
+
+    async def _learn_own_ids(self) -> None:
+        """An HTTP bot learns its own id from `get_login_info` (else from its first report)."""
+        loop = asyncio.get_running_loop()
+        for bot in self.bots:
+            if bot.self_id is not None or not bot.url:
+                continue
+            adapter = onebot.make(self.home, bot.name, {"adapter": "onebot", "url": bot.url})
+            try:
+                found = await asyncio.wait_for(loop.run_in_executor(self._store, adapter.login_id), LOGIN_SECONDS + 1)
+            except (TimeoutError, asyncio.TimeoutError, FwError):
+                continue
+            if found and bot.self_id is None:
+                bot.self_id = found
+                await self.stored_or_said(lambda store, b=bot: _with(store, b.name, self_id=b.self_id), f"the id of bot {bot.name}")
+                self.say({"type": "learned", "bot": bot.name, "self_id": found})
+
+
+def _with(store: StateStore, bot: str, **values: Any) -> None:
+    with store.transaction():
+        onebot.record_status(store, bot, **values)
+
+
+def _silence(row: dict[str, Any] | None, now: datetime) -> str:
+    if row and row.get("heartbeat_online") == 0:
+        return "its implementation says it is offline"
+    last = datetime.fromisoformat(row["last_heartbeat_at"].replace("Z", "+00:00")) if row and row.get("last_heartbeat_at") else now
+    interval = float(row["heartbeat_seconds"]) if row and row.get("heartbeat_seconds") else 0
+    return (f"no heartbeat for {(now - last).total_seconds():.0f} s ({onebot.MISSED_BEATS} intervals of {interval:g} s): "
+            "its implementation may be down or logged out")
 
 
 def build_app(door: BotDoor) -> Any:
@@ -146,36 +403,64 @@ def build_app(door: BotDoor) -> Any:
         try:
             yield
         finally:
-            fresh.cancel()  # the workers are stopped once uvicorn has returned (serve_bot)
+            fresh.cancel()  # the workers are stopped once uvicorn has returned (serve_bots)
 
     routes = [Route("/", door.report, methods=["POST"]), WebSocketRoute(onebot.WEBSOCKET_PATH, door.socket)]
     return Starlette(routes=routes, lifespan=lifespan)
 
 
-def stop_workers(door: BotDoor) -> None:
+def stop_workers(door: BotDoor) -> dict[str, int]:
     stopped = door.workers.stop()
-    if stopped["ended_runs"] or stopped["dropped"]:
-        door.say({"type": "stopped", **stopped})
+    door.close()
+    door.say({"type": "stopped", **stopped})
+    return stopped
 
 
-def serve_bot(home: Home, name: str, listen: str, workers: int, on_record: OnRecord) -> None:
-    """Serve the bot until Ctrl-C (KeyboardInterrupt comes through once all is stopped)."""
-    bot = load_bot(home, name)
-    if bot["adapter"] != "onebot":
-        raise FwError("invalid", f"bot {name!r} uses the {bot['adapter']} adapter; `fw bot serve` is for onebot bots",
-                      f"a local bot's users speak with `fw bot local say {name} --from USER TEXT`")
+def all_bots(home: Home) -> list[str]:
+    """Every onebot bot of the home (`--all`)."""
+    names = []
+    for name in bot_names(home):
+        with contextlib.suppress(FwError):
+            if load_bot(home, name)["adapter"] == "onebot":
+                names.append(name)
+    if not names:
+        raise FwError("not_found", "the home has no onebot bots to serve", "add one: `fw bot add NAME --adapter onebot --principal P ...`")
+    return names
+
+
+def serve_bots(home: Home, names: list[str], listen: str, concurrency: int, on_record: OnRecord, limits: DoorLimits | None = None) -> None:
+    """Serve the bots until Ctrl-C or SIGTERM. Stopped with no run in flight, it returns; with
+    runs in flight they are ended, their processes stopped, and KeyboardInterrupt comes
+    through (`interrupted`)."""
     host, port = parse_listen(listen)
+    bots, notes = plan_bots(home, names, host)
+    limits = limits or DoorLimits(refused=RefusalLog(lambda what, why: on_record({"type": "refused", "what": what, "why": why})))
     # an external runner's run gets its own gateway, as with `fw event handle`
     handle = functools.partial(handle_event, gateway=run_gateway)
-    pool = EventWorkers(home, name, workers, on_record, handle=handle)  # checks --workers before the port is taken
+    pool = EventWorkers(home, None, concurrency, on_record, handle=handle)  # checks --concurrency before the port is taken
     sock = bind(host, port)
-    door = BotDoor(home, name, pool, on_record)
+    door = BotDoor(home, bots, pool, on_record, limits)
     bound = sock.getsockname()[1]
     base = f"{url_host(host)}:{bound}"
-    listening = {"type": "listening", "bot": name, "http": f"http://{base}/", "websocket": f"ws://{base}{onebot.WEBSOCKET_PATH}",
-                 "signed": door.secret is not None, "token": door.token is not None, "loopback": is_loopback(host)}
+    listening = {"type": "listening", "bot": bots[0].name, "bots": [_door_of(b) for b in bots], "http": f"http://{base}/",
+                 "websocket": f"ws://{base}{onebot.WEBSOCKET_PATH}", "signed": all(b.secret for b in bots if b.report_door),
+                 "token": all(b.token for b in bots), "loopback": is_loopback(host)}
     pool.start()
+    stopped = None
     try:
-        serve(build_app(door), sock, on_started=lambda: on_record(listening))
+        serve(build_app(door), sock, on_started=lambda: [on_record(r) for r in (listening, *notes)], limits=limits)
+    except KeyboardInterrupt:
+        stopped = stop_workers(door)
+        if stopped["ended_runs"]:
+            raise  # runs were in flight: `interrupted`, as the contract says
+        return
     finally:
-        stop_workers(door)
+        if stopped is None:
+            stop_workers(door)
+
+
+def _door_of(bot: ServedBot) -> dict[str, Any]:
+    doc = {"bot": bot.name, "report_door": bot.report_door, "signed": bool(bot.secret), "token": bool(bot.token), "self_id": bot.self_id}
+    if bot.door_note:
+        doc["why"] = bot.door_note
+    return doc

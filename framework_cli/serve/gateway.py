@@ -29,7 +29,7 @@ from ..home.store import Home
 from ..tools.assets import GATEWAY
 from ..tools.service import check_run
 from ..tools.sources import RunSources
-from .http import LoopbackHostOnly, bind, parse_listen, url_host
+from .http import BodyLimit, DoorLimits, JsonDepthLimit, LoopbackHostOnly, bind, guarded_protocol, parse_listen, url_host
 from .mcp import ToolHandlers, mcp_server
 
 PATH = "/mcp"
@@ -137,18 +137,23 @@ def gateway_app(home: Home, *, only_run: str | None = None, sources: dict[str, A
             finally:
                 opened.close()
 
-    endpoint = BearerRun(StreamableHTTPASGIApp(manager), home, only_run)
+    # the token is checked on the request as it came, before any of its body is parsed
+    endpoint = BearerRun(JsonDepthLimit(StreamableHTTPASGIApp(manager)), home, only_run)
     return Starlette(routes=[Route(PATH, endpoint=endpoint, methods=["GET", "POST", "DELETE"])], lifespan=lifespan)
 
 
-def serve_gateway(home: Home, listen: str = DEFAULT_LISTEN, on_started: Any = None) -> None:
-    """`fw mcp serve --http`: the gateway of every active run, until Ctrl-C or SIGTERM."""
+def serve_gateway(home: Home, listen: str = DEFAULT_LISTEN, on_started: Any = None, limits: DoorLimits | None = None) -> None:
+    """`fw mcp serve --http`: the gateway of every active run, until Ctrl-C or SIGTERM (then
+    it returns: the runs it serves are their drivers', and live on)."""
     from .http import serve  # lazy: start-up speed
 
     host, port = parse_listen(listen)
     sock = bind(host, port)
     url = f"http://{url_host(host)}:{sock.getsockname()[1]}{PATH}"
-    serve(gateway_app(home), sock, on_started=(lambda: on_started(url)) if on_started else None)
+    try:
+        serve(gateway_app(home), sock, on_started=(lambda: on_started(url)) if on_started else None, limits=limits)
+    except KeyboardInterrupt:
+        return
 
 
 @contextlib.contextmanager
@@ -160,9 +165,10 @@ def run_gateway(home: Home, run_id: str, sources: Any = None, on_call: Any = Non
 
     sock = bind("127.0.0.1", 0)
     app = gateway_app(home, only_run=run_id, sources={run_id: sources} if sources is not None else None, on_call=on_call)
-    app = LoopbackHostOnly(app)
+    limits = DoorLimits()
+    app = BodyLimit(LoopbackHostOnly(app), limits)
     config = uvicorn.Config(app, log_config=None, log_level="critical", access_log=False, lifespan="on",
-                            timeout_graceful_shutdown=5, server_header=False)
+                            timeout_graceful_shutdown=5, server_header=False, http=guarded_protocol(limits))
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name=f"gateway-{run_id}", daemon=True)
     thread.start()

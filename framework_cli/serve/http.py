@@ -39,7 +39,7 @@ MAX_BODY = 1024 * 1024  # bytes of a request body, by default
 MAX_CONNECTIONS = 512  # connections open at once, by default
 HEAD_SECONDS = 10.0  # for a client to send a whole request head
 JSON_DEPTH = 64  # how deeply a JSON document may nest
-Say = Callable[[str], None]
+Say = Callable[[str, str], None]  # (what was refused: "client", "report", ..., why)
 
 
 class RefusalLog:
@@ -53,7 +53,7 @@ class RefusalLog:
         self._unsaid = 0
         self._lock = threading.Lock()
 
-    def __call__(self, why: str) -> None:
+    def __call__(self, why: str, what: str = "client") -> None:
         now = time.monotonic()
         with self._lock:
             if now - self._last < self._every:
@@ -62,14 +62,14 @@ class RefusalLog:
             unsaid, self._unsaid, self._last = self._unsaid, 0, now
         more = f" (and {unsaid} more refused since the last line)" if unsaid else ""
         try:
-            self._say(f"refused a client: {why}{more}")
+            self._say(what, f"{why}{more}")
         except Exception:  # a closed terminal must not take the door down
             pass
 
 
-def _stderr_line(line: str) -> None:
+def _stderr_line(what: str, why: str) -> None:
     stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
-    print(f"{stamp} {line}", file=sys.stderr, flush=True)
+    print(f"{stamp} refused a {what}: {why}", file=sys.stderr, flush=True)
 
 
 @dataclass
@@ -320,6 +320,37 @@ class BodyLimit:
         self.limits.refused(why)
         text = "Request body too large" if status == 413 else "Bad request"
         await PlainTextResponse(text, status_code=status, headers={"connection": "close"})(scope, receive, send)
+
+
+class JsonDepthLimit:
+    """400 for a JSON request body nested deeper than JSON_DEPTH, before the app parses it
+    (a parser that recurses would fail on it with an error of its own)."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        headers = dict(scope.get("headers") or []) if scope["type"] == "http" else {}
+        if scope["type"] != "http" or b"json" not in headers.get(b"content-type", b"").lower():
+            await self.app(scope, receive, send)
+            return
+        body = bytearray()
+        while True:  # bounded: BodyLimit stands before every door
+            message = await receive()
+            if message["type"] != "http.request":
+                return
+            body += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        try:
+            parse_json(bytes(body))
+        except ValueError as exc:
+            if "deeper" in str(exc):
+                from starlette.responses import PlainTextResponse
+
+                await PlainTextResponse(f"Bad request: JSON {exc}", status_code=400)(scope, receive, send)
+                return
+        await self.app(scope, _replay(bytes(body), receive), send)
 
 
 def _replay(body: bytes, receive: Any) -> Any:

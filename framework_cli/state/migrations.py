@@ -212,3 +212,38 @@ MIGRATIONS.append(
         ],
     )
 )
+
+# What `fw bot serve` keeps of each onebot bot (framework_cli/platform/adapters/onebot.py): the
+# reports it has seen (de-duplication for a day, the last 100,000 a bot), the messages the bot
+# sent (a reply to one addresses the bot), and its own id and heartbeats (online while they
+# come; offline when three intervals pass without one).
+MIGRATIONS.append(
+    (
+        "0007_onebot_reports_and_heartbeats",
+        [
+            """CREATE TABLE onebot_seen (
+                bot TEXT NOT NULL,
+                key TEXT NOT NULL,
+                seen_at TEXT NOT NULL,
+                PRIMARY KEY (bot, key)
+            )""",
+            "CREATE INDEX onebot_seen_by_time ON onebot_seen (bot, seen_at)",
+            """CREATE TABLE onebot_sent (
+                bot TEXT NOT NULL,
+                message_id TEXT NOT NULL,
+                sent_at TEXT NOT NULL,
+                PRIMARY KEY (bot, message_id)
+            )""",
+            """CREATE TABLE onebot_status (
+                bot TEXT PRIMARY KEY,
+                self_id TEXT,
+                last_event_at TEXT,
+                last_heartbeat_at TEXT,
+                heartbeat_seconds REAL,
+                heartbeat_online INTEGER,
+                served_by TEXT,
+                served_at TEXT
+            )""",
+        ],
+    )
+)

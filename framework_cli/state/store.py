@@ -14,6 +14,7 @@ take this one's place when a deployment outgrows one machine.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
@@ -41,6 +42,19 @@ def _writers(path: str) -> Any:
         return lock
 
 
+FULL_BELOW_BYTES = 256 * 1024  # free space under this on the home's disk: an I/O error of SQLite is the full disk
+
+
+def disk_is_full(path: str) -> bool:
+    """Whether the file system that holds `path` has (next to) no room left: SQLite says only
+    "disk I/O error" when it cannot grow its shared-memory file, which is no damage."""
+    try:
+        found = os.statvfs(os.path.dirname(os.path.abspath(path)) or ".")
+    except OSError:
+        return False
+    return found.f_bavail * found.f_frsize < FULL_BELOW_BYTES or (found.f_files > 0 and found.f_favail == 0)
+
+
 def now_iso() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
@@ -49,27 +63,52 @@ class StateStore:
     """One connection to `state.db`, migrated when opened. Not shared between threads:
     each thread (a dispatcher's worker) opens its own."""
 
-    def __init__(self, path: Path | str) -> None:
+    def __init__(self, path: Path | str, busy_seconds: float | None = None) -> None:
         self.path = str(path)
+        self.busy_seconds = BUSY_TIMEOUT_MS / 1000 if busy_seconds is None else busy_seconds
         try:
-            self.db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False)
+            self.db = sqlite3.connect(self.path, timeout=self.busy_seconds, isolation_level=None, check_same_thread=False)
             self.db.row_factory = sqlite3.Row
-            self.db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            self.db.execute(f"PRAGMA busy_timeout = {int(self.busy_seconds * 1000)}")
             self.db.execute("PRAGMA journal_mode = WAL")
             self.db.execute("PRAGMA foreign_keys = ON")
             self.db.execute("PRAGMA synchronous = NORMAL")  # WAL keeps every commit whole
         except sqlite3.DatabaseError as exc:
-            raise self._damaged(exc, "cannot be opened") from None
+            error = self._damaged(exc, "cannot be opened")
+            if error.extra.get("reason") == "disk_full":
+                self._leave_no_trace()
+            raise error from None
         self._depth = 0
         self._lock = threading.RLock()
         self.migrate()
 
+    def _leave_no_trace(self) -> None:
+        """An open that failed for want of room leaves SQLite's side files half made (an empty
+        write-ahead log, a shared-memory file shorter than the 32 KiB any open connection has):
+        no connection uses them, so they go, and state.db stands as it was."""
+        try:
+            self.db.close()
+        except (sqlite3.Error, AttributeError):
+            pass
+        wal, shm = f"{self.path}-wal", f"{self.path}-shm"
+        try:
+            if os.path.getsize(wal) == 0 and os.path.getsize(shm) < 32768:
+                os.unlink(shm)
+                os.unlink(wal)
+        except OSError:
+            pass
+
     def _damaged(self, exc: sqlite3.DatabaseError, what: str = "is damaged") -> FwError:
         """A database error as fw's: a busy database is `unavailable`; anything else it says
         (malformed pages, not a database, an I/O error) is damage, `corrupt` naming the file."""
-        if getattr(exc, "sqlite_errorname", "") in ("SQLITE_BUSY", "SQLITE_LOCKED"):
+        name = getattr(exc, "sqlite_errorname", "")
+        if name in ("SQLITE_BUSY", "SQLITE_LOCKED"):
             return FwError("unavailable", f"{self.path} is locked by another process: {exc}",
                            "try again once the other fw command has finished", path=STATE_FILE, reason="state_busy")
+        if name == "SQLITE_FULL" or "database or disk is full" in str(exc) or (name.startswith("SQLITE_IOERR") and disk_is_full(self.path)):
+            return FwError("unavailable", f"{STATE_FILE} cannot grow: the disk (or the quota) that holds the home is full; "
+                           "nothing was changed, and nothing is damaged", "free some space there, then run the command again",
+                           path=STATE_FILE, reason="disk_full")
         return FwError("corrupt", f"{self.path} {what}: {exc}",
                        f"`fw home check` reports it; move {STATE_FILE} aside (or restore it from a backup) to start "
                        "again with an empty runtime state: sessions, messages, turns, tasks and memory", path=STATE_FILE)
@@ -85,8 +124,10 @@ class StateStore:
             raise self._damaged(exc) from None
 
     @classmethod
-    def open(cls, home: Any) -> StateStore:
-        return cls(Path(home.root) / STATE_FILE)
+    def open(cls, home: Any, busy_seconds: float | None = None) -> StateStore:
+        """The home's store; `busy_seconds` bounds how long a writer waits for another's
+        transaction (a network door waits little, and answers 503 instead)."""
+        return cls(Path(home.root) / STATE_FILE, busy_seconds)
 
     def close(self) -> None:
         self.db.close()
@@ -109,7 +150,7 @@ class StateStore:
             outermost, held = self._depth == 0, False
             try:
                 # bounded as SQLite's own wait is: a writer stuck holding it fails the others, never hangs them
-                if outermost and not (held := _writers(self.path).acquire(timeout=BUSY_TIMEOUT_MS / 1000)):
+                if outermost and not (held := _writers(self.path).acquire(timeout=self.busy_seconds)):
                     raise FwError("unavailable", f"{self.path} is locked by another writer of this process",
                                   "try again once it has finished", path=STATE_FILE, reason="state_busy")
                 self._depth += 1

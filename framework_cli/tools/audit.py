@@ -14,7 +14,7 @@ from typing import Any
 from ..domain.runs import RUN_ID_RE
 from ..errors import FwError, without_lone_surrogates
 from ..home.secrets import redact
-from ..home.store import Home
+from ..home.store import Home, write_failure
 
 AUDIT_FILE = "audit.jsonl"
 
@@ -68,10 +68,19 @@ def record(
     }
     data = (json.dumps(line, ensure_ascii=False) + "\n").encode("utf-8")
     with home.locked():  # one writer at a time; O_APPEND keeps every line whole
-        fd = os.open(home.path(AUDIT_FILE), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
-            os.write(fd, data)
-            os.fsync(fd)
+            fd = os.open(home.path(AUDIT_FILE), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise write_failure(exc, AUDIT_FILE) from None
+        try:
+            size = os.fstat(fd).st_size
+            try:
+                if os.write(fd, data) != len(data):
+                    raise OSError(28, "No space left on device")
+                os.fsync(fd)
+            except OSError as exc:
+                os.ftruncate(fd, size)  # never half a line: the log ends where it ended
+                raise write_failure(exc, AUDIT_FILE) from None
         finally:
             os.close(fd)
 

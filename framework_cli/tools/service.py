@@ -13,7 +13,7 @@ import json
 from typing import Any
 
 from ..domain.projection import Snapshot, cap_tools, project, runner_refusal
-from ..domain.runs import RUN_ID_PART_RE, active_run, load_run, require_active, resolve_run_id, run_start
+from ..domain.runs import RUN_ID_PART_RE, active_run, load_run, require_active, resolve_run_id, run_start, unless_abandoned
 from ..domain.tool_types import Caller, Tool
 from ..errors import FwError, refuse_lone_surrogates
 from ..home.kinds import BUILTIN_GROUPS
@@ -63,13 +63,15 @@ def open_run(
     agent: str | None = None,
     lease: int | None = None,
     context: dict[str, Any] | None = None,
+    owned: bool = False,
 ) -> tuple[dict[str, Any], Any]:
-    """Start a run and keep its MCP servers running: (run record, RunSources to close)."""
+    """Start a run and keep its MCP servers running: (run record, RunSources to close).
+    `owned`: this process drives the run (see `run_start`)."""
 
     held: list[Any] = []
     try:
         project = lambda start: _project_tools(home, start, held)  # noqa: E731
-        record = run_start(home, project, principal=principal, agent=agent, lease=lease, context=context)
+        record = run_start(home, project, principal=principal, agent=agent, lease=lease, context=context, owned=owned)
     except BaseException:
         RunSources(home, None, *held).close()
         raise
@@ -249,7 +251,7 @@ def call_tool(home: Home, caller: Caller, name: str, args: Any, sources: Any = N
                               "mount local_execution on an agent with execution.enabled and call it from that agent's run")
         else:
 
-            run = load_run(home, run_id)  # type: ignore[arg-type]  # re-read: ended or expired since?
+            run = unless_abandoned(home, load_run(home, run_id))  # type: ignore[arg-type]  # re-read: ended, expired, orphaned since?
             caller = Caller("run", run_id, run)  # a refusal below is audited as the run's identity
             require_active(run)
             if assets and name in offered(run):

@@ -121,8 +121,14 @@ def _handler(platform: OneBotServer) -> type[BaseHTTPRequestHandler]:
 
 
 # -- reports, as an implementation posts them -------------------------------------------------------
-def group_message(text: str, *, user: int = 20002, group: int = 30003, message_id: int = 777, as_segments: bool = True) -> dict[str, Any]:
-    message: Any = [{"type": "at", "data": {"qq": str(SELF_ID)}}, {"type": "text", "data": {"text": f" {text}"}}] if as_segments else text
+def group_message(text: str, *, user: int = 20002, group: int = 30003, message_id: int = 777, as_segments: bool = True,
+                  at_bot: bool = True) -> dict[str, Any]:
+    """A group message as NapCat posts it: segments (an `at` of the bot, then the text) or a
+    CQ-code string (`[CQ:at,qq=SELF_ID] text`)."""
+    if as_segments:
+        message: Any = ([{"type": "at", "data": {"qq": str(SELF_ID)}}] if at_bot else []) + [{"type": "text", "data": {"text": f" {text}"}}]
+    else:
+        message = f"[CQ:at,qq={SELF_ID}] {text}" if at_bot else text
     return {"time": 1700000000, "self_id": SELF_ID, "post_type": "message", "message_type": "group", "sub_type": "normal",
             "message_id": message_id, "group_id": group, "user_id": user, "message": message, "raw_message": text, "font": 0,
             "sender": {"user_id": user, "nickname": "Alice", "card": ""}}

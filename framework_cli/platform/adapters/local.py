@@ -232,7 +232,8 @@ class LocalPlatform:
         return row
 
     # -- the APIs --------------------------------------------------------------------------
-    def _api_send_message(self, store: StateStore, target_type: str, target_id: str, text: str) -> dict[str, Any]:
+    def _api_send_message(self, store: StateStore, target_type: str, target_id: str, text: str, reply_to: str | None = None,
+                          temp_group_id: str | None = None) -> dict[str, Any]:
         if target_type == "group":
             self._group(store, target_id)
         else:

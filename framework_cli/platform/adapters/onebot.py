@@ -2,14 +2,15 @@
 go-cqhttp, reached either way it is usually deployed.
 
 - HTTP: a bot with a `url` sends each action as `POST {url}/{action}` with its access token
-  as a Bearer token; `get_status` is the online check.
+  as a Bearer token; `get_status` is the online check, unless `fw bot serve` receives the
+  bot's heartbeats (`onebot_status`): then three missed intervals make it offline.
 - Reverse WebSocket: the implementation connects to `fw bot serve` (`/onebot/v11/ws`). A bot
   without a `url` sends its actions on that socket as `{"action", "params", "echo"}` and reads
   the frame with the same `echo`. Only the process that holds the socket can send on it; the
   others see whether it is connected through `state.db` (`onebot_links`).
 
 Like every adapter it only translates: a semantic API call into a OneBot action and its answer
-back, and a OneBot report into the contract's event (`read_report`). A failed action (an HTTP
+back (a report into an event is `onebot_reports.py`'s). A failed action (an HTTP
 error, `retcode` other than 0, `status: failed`, a socket that drops) is `unavailable` with
 the action and the platform's own message, the token scrubbed from it.
 """
@@ -38,6 +39,7 @@ from ...home.store import Home
 from ...http_client import http_client
 from ...state.store import StateStore, now_iso
 from .local import DEFAULT_MUTE_SECONDS
+from .onebot_reports import plain_text, status_online
 
 ACTION_TIMEOUT = 30.0  # seconds an action waits for its answer, over HTTP or on the socket
 STATUS_TIMEOUT = 5.0  # the online check over HTTP
@@ -80,12 +82,20 @@ class OneBotAdapter:
         return f"connect the implementation's reverse WebSocket to `fw bot serve {self.bot}` ({WEBSOCKET_PATH})"
 
     def online(self) -> bool:
+        """Online now: by its heartbeats while `fw bot serve` receives them (three missed
+        intervals and it is offline, at once, without asking); otherwise as the platform
+        answers `get_status` (HTTP) or as its socket stands."""
+        beats = heartbeat_state(self.home, self.bot)
+        if not self.url and not (LINKS.current(self.bot) or link_state(self.home, self.bot)):
+            return False  # no socket: nothing can reach it, whatever it said last
+        if beats is not None:
+            return beats
         if self.url:
             try:
                 status = self._http("get_status", {}, STATUS_TIMEOUT)
             except FwError:
                 return False
-            return _status_online(status)
+            return status_online(status)
         link = LINKS.current(self.bot)
         if link is not None:
             return link.online
@@ -98,7 +108,10 @@ class OneBotAdapter:
             raise FwError("unavailable", f"the onebot adapter has no API {api!r}", "", reason="adapter_api_unsupported")
         action, payload = ACTIONS[api](params)
         data = self._send(action, payload)
-        return RESULTS.get(api, _plain_result)(params, data)
+        result = RESULTS.get(api, _plain_result)(params, data)
+        if api == "send_message" and result.get("message_id"):
+            record_sent(self.home, self.bot, result["message_id"])  # a reply to it addresses the bot
+        return result
 
     def _send(self, action: str, payload: dict[str, Any]) -> Any:
         if self.url:
@@ -162,11 +175,11 @@ class OneBotAdapter:
     def ingest(self, event: dict[str, Any]) -> None:
         """The platform itself keeps its users, groups and messages: nothing to record."""
 
-
-def _status_online(status: Any) -> bool:
-    if not isinstance(status, dict):
-        return status is None  # an implementation that answers ok with no data is up
-    return bool(status.get("online", status.get("good", True)))
+    def login_id(self) -> str | None:
+        """The bot's own id, as `get_login_info` answers it; None when it says none."""
+        data = self._http("get_login_info", {}, STATUS_TIMEOUT) if self.url else self._send("get_login_info", {})
+        user = data.get("user_id") if isinstance(data, dict) else None
+        return str(user) if isinstance(user, (int, str)) and not isinstance(user, bool) and str(user).isdigit() else None
 
 
 # -- semantic API -> OneBot action ---------------------------------------------------------------
@@ -184,9 +197,17 @@ def _text_message(text: str) -> list[dict[str, Any]]:
 
 
 def _send_message(p: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """A group message quotes the message it answers (`reply_to`, an event's reply); a private
+    one in a temporary chat carries the group it came from (`temp_group_id`)."""
+    message = _text_message(p["text"])
+    if p.get("reply_to"):
+        message = [{"type": "reply", "data": {"id": str(p["reply_to"])}}, *message]
     if p["target_type"] == "group":
-        return "send_group_msg", {"group_id": _id(p["target_id"]), "message": _text_message(p["text"])}
-    return "send_private_msg", {"user_id": _id(p["target_id"]), "message": _text_message(p["text"])}
+        return "send_group_msg", {"group_id": _id(p["target_id"]), "message": message}
+    params = {"user_id": _id(p["target_id"]), "message": message}
+    if p.get("temp_group_id"):
+        params["group_id"] = _id(p["temp_group_id"])
+    return "send_private_msg", params
 
 
 def _member(p: dict[str, Any]) -> dict[str, Any]:
@@ -278,113 +299,6 @@ RESULTS: dict[str, Callable[[dict[str, Any], Any], dict[str, Any]]] = {
 }
 
 
-# -- OneBot reports -> events ---------------------------------------------------------------------
-@dataclass
-class Report:
-    """What a report is to fw: an `event` to handle, a `meta` event (the online state), or
-    `ignored` with the reason."""
-
-    kind: str
-    event: dict[str, Any] | None = None
-    online: bool | None = None
-    note: str = ""
-
-
-_CQ_CODE = re.compile(r"\[CQ:[^\]]*\]")
-_CQ_ESCAPES = (("&#91;", "["), ("&#93;", "]"), ("&#44;", ","), ("&amp;", "&"))
-
-
-def plain_text(message: Any) -> str:
-    """The plain text of a message: its text segments, or a CQ-code string without its codes."""
-    if isinstance(message, str):
-        text = _CQ_CODE.sub("", message)
-        for code, char in _CQ_ESCAPES:
-            text = text.replace(code, char)
-        return text.strip()
-    if isinstance(message, list):
-        parts = [_dict(seg.get("data")).get("text") for seg in message if isinstance(seg, dict) and seg.get("type") == "text"]
-        return "".join(part for part in parts if isinstance(part, str)).strip()
-    raise ValueError("message is neither segments nor a string")
-
-
-def _ident(report: dict[str, Any], key: str) -> str:
-    value = report.get(key)
-    if isinstance(value, bool) or not isinstance(value, (int, str)) or value == "":
-        raise ValueError(f"{key} is missing")
-    return str(value)
-
-
-def _actor(report: dict[str, Any]) -> dict[str, Any]:
-    actor = {"id": _ident(report, "user_id")}
-    sender = _dict(report.get("sender"))
-    name = sender.get("card") or sender.get("nickname")
-    if isinstance(name, str) and name:
-        actor["name"] = name
-    return actor
-
-
-def _message_event(report: dict[str, Any]) -> dict[str, Any] | str:
-    kind = report.get("message_type")
-    if kind not in ("private", "group"):
-        return f"message_type {kind!r} is not one fw handles"
-    if "self_id" in report and report.get("user_id") == report.get("self_id"):
-        return "a message the bot itself sent"
-    event: dict[str, Any] = {"type": "message.received", "actor": _actor(report),
-                             "message": {"id": _ident(report, "message_id"), "text": plain_text(report.get("message", ""))}}
-    if kind == "group":
-        event["group"] = {"id": _ident(report, "group_id")}
-    return event
-
-
-def _request_event(report: dict[str, Any]) -> dict[str, Any] | str:
-    kind, sub = report.get("request_type"), report.get("sub_type")
-    if kind == "friend":
-        return {"type": "friend.request_received", "actor": _actor(report), "request_id": _ident(report, "flag")}
-    if kind == "group" and sub == "invite":
-        return {"type": "bot.invited_to_group", "actor": _actor(report), "group": {"id": _ident(report, "group_id")},
-                "request_id": _ident(report, "flag")}
-    return f"request {kind}/{sub} is not one fw handles"
-
-
-def _notice_event(report: dict[str, Any]) -> dict[str, Any] | str:
-    types = {"group_increase": "group.member_joined", "group_decrease": "group.member_left"}
-    kind = report.get("notice_type")
-    if kind not in types:
-        return f"notice {kind!r} is not one fw handles"
-    return {"type": types[kind], "actor": _actor(report), "group": {"id": _ident(report, "group_id")}}
-
-
-def _meta(report: dict[str, Any]) -> Report:
-    kind = report.get("meta_event_type")
-    if kind == "lifecycle":
-        return Report("meta", online=report.get("sub_type") != "disable", note=f"lifecycle {report.get('sub_type')}")
-    if kind == "heartbeat":
-        return Report("meta", online=_status_online(report.get("status")), note="heartbeat")
-    return Report("ignored", note=f"meta event {kind!r} is not one fw reads")
-
-
-READERS = {"message": _message_event, "request": _request_event, "notice": _notice_event}
-
-
-def read_report(report: Any) -> Report:
-    """A OneBot v11 report as fw reads it; never raises."""
-    if not isinstance(report, dict):
-        return Report("ignored", note="the report is not a JSON object")
-    post_type = report.get("post_type")
-    if post_type == "meta_event":
-        return _meta(report)
-    reader = READERS.get(post_type)  # type: ignore[arg-type]
-    if reader is None:
-        return Report("ignored", note=f"post_type {post_type!r} is not one fw handles")
-    try:
-        found = reader(report)
-    except ValueError as exc:
-        return Report("ignored", note=f"a {post_type} report fw cannot read: {exc}")
-    if isinstance(found, str):
-        return Report("ignored", note=found)
-    return Report("event", event=found)
-
-
 def signature_ok(secret: str, body: bytes, header: str | None) -> bool:
     """`X-Signature: sha1=<HMAC-SHA1 of the body under the secret>`, compared in constant time."""
     expected = "sha1=" + hmac.new(secret.encode(), body, hashlib.sha1).hexdigest()
@@ -393,10 +307,19 @@ def signature_ok(secret: str, body: bytes, header: str | None) -> bool:
 
 def bearer_ok(token: str | None, header: str | None) -> bool:
     """The access token as `Authorization: Bearer <token>`; a bot without a token takes none."""
-    if not token or not header:
-        return False
-    scheme, _, given = header.strip().partition(" ")
-    return scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), token.encode())
+    given = handshake_token(header, None)
+    return bool(token and given) and hmac.compare_digest(given.encode(), token.encode())  # type: ignore[union-attr]
+
+
+def handshake_token(header: str | None, query_token: str | None) -> str | None:
+    """The access token a socket's handshake carries, in any form implementations send:
+    `Authorization: Bearer <t>` (NapCat, Lagrange), `Authorization: Token <t>` (go-cqhttp) or
+    `?access_token=<t>` (older clients)."""
+    if header:
+        scheme, _, given = header.strip().partition(" ")
+        if scheme.lower() in ("bearer", "token") and given.strip():
+            return given.strip()
+    return query_token or None
 
 
 # -- reverse WebSocket links ----------------------------------------------------------------------
@@ -505,10 +428,10 @@ def link_state(home: Home, bot: str) -> dict[str, Any] | None:
                          "WHERE bot = ? AND seen_at > ? ORDER BY seen_at DESC LIMIT 1", (bot, _cutoff()))
 
 
-def record_link(home: Home, bot: str, *, online: bool | None = None, self_id: str | None = None) -> None:
+def record_link(store: StateStore, bot: str, *, online: bool | None = None, self_id: str | None = None) -> None:
     """This process holds a socket of the bot (and, when given, its online state now)."""
     now = now_iso()
-    with StateStore.open(home) as store, store.transaction():
+    with store.transaction():
         row = store.one("SELECT online, self_id FROM onebot_links WHERE bot = ? AND owner = ?", (bot, OWNER))
         if row is None:
             store.insert("onebot_links", {"bot": bot, "owner": OWNER, "online": int(online is not False), "self_id": self_id,
@@ -518,7 +441,110 @@ def record_link(home: Home, bot: str, *, online: bool | None = None, self_id: st
                       (int(row["online"] if online is None else online), self_id or row["self_id"], now, bot, OWNER))
 
 
-def forget_link(home: Home, bot: str) -> None:
+def forget_link_in(store: StateStore, bot: str) -> None:
     """This process holds no socket of the bot any more."""
-    with StateStore.open(home) as store, store.transaction():
+    with store.transaction():
         store.execute("DELETE FROM onebot_links WHERE bot = ? AND owner = ?", (bot, OWNER))
+
+
+def token_matches(token: str, given: str) -> bool:
+    return hmac.compare_digest(given.encode(), token.encode())
+
+
+# -- what `fw bot serve` keeps of each bot: its id, its heartbeats, the reports it has seen ---------
+SEEN_SECONDS = 24 * 3600  # a report is de-duplicated for a day...
+SEEN_MAX = 100_000  # ...and among the last this many of its bot
+SENT_SECONDS = 7 * 24 * 3600  # the bot's own messages kept, so that a reply to one addresses it
+MISSED_BEATS = 3  # heartbeats missed before a bot is offline
+
+
+def _ago(seconds: float) -> str:
+    moment = datetime.now(timezone.utc) - timedelta(seconds=seconds)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def first_sight(store: StateStore, bot: str, key: str) -> bool:
+    """Note a report of the bot by its de-duplication key; False when it was seen already (a
+    report replayed, a frame sent twice). Inside the caller's transaction."""
+    found = store.one("SELECT seen_at FROM onebot_seen WHERE bot = ? AND key = ?", (bot, key))
+    if found is not None and found["seen_at"] >= _ago(SEEN_SECONDS):
+        return False
+    now = now_iso()
+    if found is None:
+        store.insert("onebot_seen", {"bot": bot, "key": key, "seen_at": now})
+    else:
+        store.execute("UPDATE onebot_seen SET seen_at = ? WHERE bot = ? AND key = ?", (now, bot, key))
+    return True
+
+
+def forget_old_sights(store: StateStore, bot: str) -> None:
+    """Drop what is past de-duplication: older than a day, or beyond the last SEEN_MAX."""
+    with store.transaction():
+        store.execute("DELETE FROM onebot_seen WHERE bot = ? AND seen_at < ?", (bot, _ago(SEEN_SECONDS)))
+        store.execute("DELETE FROM onebot_seen WHERE bot = ? AND seen_at < (SELECT seen_at FROM onebot_seen WHERE bot = ? "
+                      "ORDER BY seen_at DESC LIMIT 1 OFFSET ?)", (bot, bot, SEEN_MAX))
+        store.execute("DELETE FROM onebot_sent WHERE bot = ? AND sent_at < ?", (bot, _ago(SENT_SECONDS)))
+
+
+def record_sent(home: Home, bot: str, message_id: str) -> None:
+    """A message the bot sent, so that a reply to it is read as addressing the bot."""
+    try:
+        with StateStore.open(home) as store, store.transaction():
+            store.execute("DELETE FROM onebot_sent WHERE bot = ? AND message_id = ?", (bot, str(message_id)))
+            store.insert("onebot_sent", {"bot": bot, "message_id": str(message_id), "sent_at": now_iso()})
+    except FwError:
+        pass  # the message went out; only the reply rule loses it
+
+
+def said_by_bot(store: StateStore, bot: str) -> Callable[[str], bool]:
+    return lambda message_id: store.one("SELECT 1 AS yes FROM onebot_sent WHERE bot = ? AND message_id = ?",
+                                        (bot, str(message_id))) is not None
+
+
+def bot_status(home: Home, bot: str) -> dict[str, Any] | None:
+    """What `fw bot serve` keeps of a bot: `self_id`, `last_event_at`, `last_heartbeat_at`,
+    `heartbeat_seconds`, `heartbeat_online`, `served_by`, `served_at`."""
+    with StateStore.open(home) as store:
+        return store.one("SELECT * FROM onebot_status WHERE bot = ?", (bot,))
+
+
+def heartbeat_state(home: Home, bot: str) -> bool | None:
+    """Online by its heartbeats: while a `fw bot serve` receives for the bot (its row is
+    fresh) and the bot has sent heartbeats with an interval, it is online when the last came
+    within three intervals and said so; None when heartbeats do not decide."""
+    try:
+        row = bot_status(home, bot)
+    except FwError:
+        return None
+    return beats_say(row)
+
+
+def beats_say(row: dict[str, Any] | None, now: datetime | None = None) -> bool | None:
+    if not row or not row.get("heartbeat_seconds") or not row.get("last_heartbeat_at") or not row.get("served_at"):
+        return None
+    now = now or datetime.now(timezone.utc)
+    if datetime.fromisoformat(row["served_at"].replace("Z", "+00:00")) < now - timedelta(seconds=LINK_STALE_SECONDS):
+        return None  # no server receives for it now: its heartbeats say nothing
+    last = datetime.fromisoformat(row["last_heartbeat_at"].replace("Z", "+00:00"))
+    return bool(row.get("heartbeat_online")) and now - last <= timedelta(seconds=MISSED_BEATS * float(row["heartbeat_seconds"]))
+
+
+def record_status(store: StateStore, bot: str, **values: Any) -> None:
+    """Keep what was learnt of a bot now (inside the caller's transaction); `served_at` is
+    renewed with each, by this process."""
+    values = {k: v for k, v in values.items() if v is not None}
+    values.update(served_by=OWNER, served_at=now_iso())
+    if store.one("SELECT bot FROM onebot_status WHERE bot = ?", (bot,)) is None:
+        store.insert("onebot_status", {"bot": bot, **values})
+        return
+    sets = ", ".join(f"{k} = ?" for k in values)
+    store.execute(f"UPDATE onebot_status SET {sets} WHERE bot = ?", (*values.values(), bot))
+
+
+def status_view(home: Home, bot: str) -> dict[str, Any]:
+    """`self_id`, `last_event_at` and `last_heartbeat_at` as `fw bot list` shows them."""
+    try:
+        row = bot_status(home, bot) or {}
+    except FwError:
+        row = {}
+    return {"self_id": row.get("self_id"), "last_event_at": row.get("last_event_at"), "last_heartbeat_at": row.get("last_heartbeat_at")}

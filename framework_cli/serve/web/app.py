@@ -149,6 +149,7 @@ class Pages:
         home = self.home()
         if form is None:
             return self.agent_page(request, home, forms.new_agent_values(), new=True)
+        forms.require_shown(form, forms.AGENT_FIELDS, forms.AGENT_GROUPS, new=True)
         values = forms.agent_form_values(form)
         try:
             definition = self.completed(home, form, forms.agent_definition(values))
@@ -164,6 +165,7 @@ class Pages:
         doc = resource_read(home, "agent", name)
         if form is None:
             return self.agent_page(request, home, forms.agent_values(name, doc["category"], doc["data"]), new=False)
+        forms.require_shown(form, forms.AGENT_FIELDS, forms.AGENT_GROUPS)
         values = {**forms.agent_form_values(form), "name": name}
         try:
             definition = self.completed(home, form, forms.agent_definition(values))
@@ -230,6 +232,7 @@ class Pages:
         home = self.home()
         if form is None:
             return self.provider_page(request, home, forms.provider_values("", DEFAULT_CATEGORY, {}), new=True)
+        forms.require_shown(form, forms.PROVIDER_FIELDS, new=True)
         try:
             name = named(forms.one(form, "name"), "provider")
             resource_write(home, "provider", name, forms.provider_definition(form), create=True, category=forms.one(form, "category") or None)
@@ -242,9 +245,10 @@ class Pages:
         doc = resource_read(home, "provider", name)
         if form is None:
             return self.provider_page(request, home, forms.provider_values(name, doc["category"], doc["data"]), new=False)
-        values = {**forms.provider_form_values(form, doc["data"]["api_key_set"]), "name": name}
+        forms.require_shown(form, forms.PROVIDER_FIELDS)
+        values = {**forms.provider_form_values(form, doc["data"]), "name": name}
         try:
-            patch = forms.changes(doc["data"], forms.provider_definition(form))
+            patch = forms.changes(doc["data"], forms.provider_definition(form, doc["data"]))
             category = values["category"] if values["category"] != doc["category"] else None
             resource_write(home, "provider", name, patch, category=category)
         except FwError as exc:
@@ -261,6 +265,7 @@ class Pages:
         if form is None:
             values = forms.model_values("", DEFAULT_CATEGORY, {"provider": request.query_params.get("provider", "")})
             return self.model_page(request, home, values, new=True)
+        forms.require_shown(form, forms.MODEL_FIELDS, forms.MODEL_GROUPS, new=True)
         values = forms.model_form_values(form)
         try:
             name = named(values["name"], "model")
@@ -275,6 +280,7 @@ class Pages:
         doc = resource_read(home, "model", name)
         if form is None:
             return self.model_page(request, home, forms.model_values(name, doc["category"], doc["data"]), new=False)
+        forms.require_shown(form, forms.MODEL_FIELDS, forms.MODEL_GROUPS)
         values = {**forms.model_form_values(form), "name": name}
         try:
             patch = forms.changes(doc["data"], forms.model_definition(values))

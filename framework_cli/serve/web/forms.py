@@ -13,6 +13,7 @@ from typing import Any
 
 from ...domain.catalogue import EVENT_TOOLS, EVENT_TYPES, PLATFORM_TOOLS, selects
 from ...domain.projection import AMBIGUOUS, MCP_PREFIX, SKILL_PREFIX, SOURCE_UNAVAILABLE
+from ...errors import FwError
 from ...home.kinds import DEFAULT_CATEGORY
 
 # A form as the page reads it: each field's values, in the order they came.
@@ -44,6 +45,29 @@ def words(text: str) -> list[str]:
 
 def optional(value: str) -> str | None:
     return value or None
+
+
+# What each form shows, and so always sends: a field's name (an empty field is still sent), or
+# a checkbox group's `sent` marker (a group with nothing ticked sends no value of its own).
+AGENT_FIELDS = ("category", "description", "model", "prompt", "harness", "events")
+AGENT_GROUPS = ("builtin_tools", "execution.enabled", "mcps", "skills", "allowed_tools", "allowed_platform_tools")
+MODEL_FIELDS = ("category", "provider", "model_id", "description")
+MODEL_GROUPS = ("capabilities.tool_call",)
+PROVIDER_FIELDS = ("category", "base_url", "api_key", "description")
+
+
+def require_shown(form: Form, fields: tuple[str, ...], groups: tuple[str, ...] = (), new: bool = False) -> None:
+    """A POST that lacks a field its form always sends is not the form's: refused (`invalid`,
+    the field named) before anything is written, so that a thin POST wipes nothing."""
+    sent = set(form.get("sent", []))
+    for field in (("name",) if new else ()) + fields:
+        if field not in form:
+            raise FwError("invalid", f"the form sent no {field} field; nothing was saved",
+                          "save from the page itself: reload it and try again", field=field)
+    for group in groups:
+        if group not in sent:
+            raise FwError("invalid", f"the form sent no {group} field (its checkboxes' marker); nothing was saved",
+                          "save from the page itself: reload it and try again", field=group)
 
 
 # -- agents -------------------------------------------------------------------------------
@@ -214,35 +238,38 @@ def provider_values(name: str, category: str, data: dict[str, Any]) -> dict[str,
         "name": name,
         "category": category,
         "base_url": data.get("base_url") or "",
-        "api_key_env": data.get("api_key_env") or "",
+        "api_key_env": data.get("api_key_env") or "",  # shown as a note, never a field: a CLI/YAML setting
         "description": data.get("description") or "",
         "api_key_set": bool(data.get("api_key_set")),
     }
 
 
-def provider_form_values(form: Form, api_key_set: bool = False) -> dict[str, Any]:
+def provider_form_values(form: Form, stored: dict[str, Any] | None = None) -> dict[str, Any]:
     """What was typed, to show again; the key field stays empty, whatever was typed in it."""
+    stored = stored or {}
     return {
         "name": one(form, "name"),
         "category": one(form, "category") or DEFAULT_CATEGORY,
         "base_url": one(form, "base_url"),
-        "api_key_env": one(form, "api_key_env"),
+        "api_key_env": stored.get("api_key_env") or "",
         "description": one(form, "description"),
-        "api_key_set": api_key_set,
+        "api_key_set": bool(stored.get("api_key_set")),
     }
 
 
-def provider_definition(form: Form) -> dict[str, Any]:
-    """The provider as submitted. An empty key field keeps the stored key (no `api_key`);
-    a key typed in replaces it, and then the key no longer comes from a variable."""
+def provider_definition(form: Form, stored: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The provider as submitted. The page offers the key itself only (seed A): an empty key
+    field keeps what the provider has; a key typed in replaces it, also a key that came from
+    an environment variable (`api_key_env`, a CLI/YAML setting the page never sets)."""
     key = one(form, "api_key")
     data: dict[str, Any] = {
         "base_url": optional(one(form, "base_url")),
-        "api_key_env": optional(one(form, "api_key_env")),
         "description": optional(one(form, "description")),
     }
     if key:
         data["api_key"] = key
+        if (stored or {}).get("api_key_env"):
+            data["api_key_env"] = None
     return data
 
 

@@ -1,0 +1,414 @@
+"""The network doors against a hostile web page, peer or client (CONTRACT section 11; issue 27
+items 1, 5 to 8): `fw bot serve`, `fw mcp serve --http` (the gateway) and `fw web`, each a real
+process on 127.0.0.1, driven by a real HTTP client or a raw socket."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import httpx
+import pytest
+from conftest import CANARY, fw, fw_bin, fwj
+from fakes.chat_server import ChatServer
+from fakes.onebot_server import SELF_ID, OneBotServer, group_message, heartbeat, signed
+from websockets.sync.client import connect
+
+TOKEN = "door-tok-5e1d9c3a7b"
+SECRET = "door-sig-2f8a4c6e0d"
+REPLY = [{"tool_calls": [{"name": "event_reply", "arguments": {"text": "hello group"}}]}, {"content": "done"}]
+
+
+def setup(base_url="http://127.0.0.1:9/v1"):
+    fwj("resource", "write", "provider", "p1", "--create", "--data", json.dumps({"base_url": base_url, "api_key": CANARY}))
+    fwj("resource", "write", "model", "m1", "--create", "--data",
+        json.dumps({"provider": "p1", "model_id": "m-1", "capabilities": {"tool_call": True}}))
+    fwj("resource", "write", "agent", "a1", "--create", "--data", json.dumps({"model": "m1", "events": ["message.*"]}))
+    fwj("principal", "create", "p1", "--kind", "agent")
+    fwj("binding", "set", "p1", "--agent", "a1")
+
+
+def bot(name, *flags, token=None, secret=None):
+    fwj("bot", "add", name, "--adapter", "onebot", "--principal", "p1", *flags,
+        *(["--access-token-stdin"] if token else []), input=token)
+    if secret:
+        fwj("bot", "set", name, "--secret-stdin", input=secret)
+
+
+class Served:
+    """A serving command as a real process: its JSON lines read as they come."""
+
+    def __init__(self, home, *args):
+        self.proc = subprocess.Popen([fw_bin(), *args, "--json"], env={**os.environ, "FW_HOME": str(home)},
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.lines: queue.Queue = queue.Queue()
+        self.seen: list[dict] = []
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        pending = ""
+        for line in self.proc.stdout:
+            pending += line
+            try:
+                self.lines.put(json.loads(pending))  # one document a line, or one printed over several (`fw mcp serve`)
+                pending = ""
+            except ValueError:
+                if not pending.lstrip().startswith("{"):
+                    self.lines.put({"type": "not-json", "line": pending})
+                    pending = ""
+        self.lines.put(None)
+
+    def next(self, test, timeout=30):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            try:
+                record = self.lines.get(timeout=0.2)
+            except queue.Empty:
+                continue
+            if record is None:
+                self.proc.kill()
+                raise AssertionError(f"the server ended: {self.proc.stderr.read()}")
+            self.seen.append(record)
+            if test(record):
+                return record
+        self.proc.kill()  # a test that fails here leaves no server behind
+        raise AssertionError(f"no such record; saw {self.seen}")
+
+    def drain(self):
+        while True:
+            try:
+                record = self.lines.get_nowait()
+            except queue.Empty:
+                return self.seen
+            if record is not None:
+                self.seen.append(record)
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGINT)
+        try:
+            _, err = self.proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            raise
+        time.sleep(0.2)
+        self.drain()
+        return self.proc.returncode, err
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        if self.proc.poll() is None:
+            self.stop()
+
+
+def serve_bots(home, *args, listen="127.0.0.1:0"):
+    served = Served(home, "bot", "serve", *args, "--listen", listen)
+    listening = served.next(lambda r: r.get("type") == "listening")
+    port = int(listening["http"].rsplit(":", 1)[1].strip("/"))
+    return served, listening, f"http://127.0.0.1:{port}/"
+
+
+def report(url, doc, *, secret=None, headers=None, self_id=SELF_ID):
+    body = doc if isinstance(doc, bytes) else json.dumps(doc).encode()
+    sent = {"Content-Type": "application/json", **({"X-Self-ID": str(self_id)} if self_id else {}), **(headers or {})}
+    if secret:
+        sent["X-Signature"] = signed(secret, body)
+    return httpx.post(url, content=body, headers=sent, timeout=15)
+
+
+def raw(port, request: bytes, read_seconds=5.0) -> bytes:
+    """Send raw bytes, read what comes back within the time (b'' if the peer closed)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=read_seconds) as sock:
+        sock.sendall(request)
+        data = b""
+        try:
+            while b"\r\n\r\n" not in data:
+                chunk = sock.recv(65536)
+                if not chunk:
+                    break
+                data += chunk
+        except socket.timeout:
+            pass
+        return data
+
+
+def runs():
+    return fwj("run", "list")["runs"]
+
+
+# -- item 1: a web page cannot drive the bot -----------------------------------------------------------
+def test_a_cross_site_post_from_a_web_page_starts_nothing(home):
+    with ChatServer(REPLY) as chat, OneBotServer() as ob:
+        setup(chat.base_url)
+        bot("qq", "--url", ob.url)  # no secret: takes reports on loopback only, and only as JSON without an Origin
+        served, _, url = serve_bots(home, "qq")
+        with served:
+            hostile = [
+                {"Content-Type": "text/plain", "Origin": "http://evil.example"},  # a page's simple cross-site POST
+                {"Content-Type": "text/plain"},
+                {"Content-Type": "application/x-www-form-urlencoded", "Origin": "http://evil.example"},
+                {"Content-Type": "application/json", "Origin": "http://evil.example"},
+                {"Content-Type": "application/json", "Origin": "null"},
+            ]
+            for headers in hostile:
+                answer = httpx.post(url, content=json.dumps(group_message("hi")).encode(), headers=headers, timeout=10)
+                assert answer.status_code == 403, headers
+            refused = served.next(lambda r: r.get("type") == "refused")
+            assert refused["what"] == "report" and "report" in refused["why"]
+            time.sleep(0.5)
+            assert runs() == [] and chat.requests == [] and ob.sent("send_group_msg") == []
+            assert report(url, group_message("hi")).status_code == 204  # what the implementation sends still works
+            handled = served.next(lambda r: r.get("type") == "handled")
+    assert handled["tool_calls"] == [{"name": "event_reply", "outcome": "ok"}]
+
+
+def test_an_unsigned_bot_served_alone_beyond_loopback_is_refused_at_start(home):
+    setup()
+    bot("qq", "--url", "http://127.0.0.1:9")
+    r = fw("bot", "serve", "qq", "--listen", "0.0.0.0:0", "--json")
+    assert r.exit_code == 4 and r.json["error"]["code"] == "invalid", r
+    assert "--secret-stdin" in r.json["error"]["hint"] and "loopback" in r.json["error"]["message"]
+
+
+def test_served_with_others_an_unsigned_bots_report_door_is_off(home):
+    setup()
+    bot("open", "--url", "http://127.0.0.1:9")
+    bot("shut", "--url", "http://127.0.0.1:9", secret=SECRET)
+    served, listening, url = serve_bots(home, "open", "shut", listen="0.0.0.0:0")
+    with served:
+        doors = {b["bot"]: b for b in listening["bots"]}
+        assert doors["open"]["report_door"] is False and "loopback" in doors["open"]["why"]
+        assert doors["shut"]["report_door"] is True
+        off = served.next(lambda r: r.get("type") == "report_door_off")
+        assert off["bot"] == "open"
+        assert report(url, group_message("hi"), self_id=None).status_code == 401  # unsigned: no bot takes it
+        assert report(url, group_message("hi", message_id=5), secret=SECRET, self_id=None).status_code == 204
+        taken = served.next(lambda r: r.get("type") in ("handled", "failed") and "event" in r)
+        assert taken["bot"] == "shut"  # (its model is not there: the run fails, but the report was taken)
+        code, err = served.stop()
+    assert code == 0 and "Traceback" not in err
+
+
+def test_a_socket_only_bot_has_no_report_door_unless_it_has_a_secret(home):
+    setup()
+    bot("qq", token=TOKEN)
+    served, listening, url = serve_bots(home, "qq", listen="0.0.0.0:0")  # its token-checked socket may listen anywhere
+    with served:
+        assert listening["bots"][0]["report_door"] is False
+        assert report(url, group_message("hi")).status_code == 404
+        assert report(url, group_message("hi"), secret=SECRET).status_code == 404
+        with connect(url.replace("http", "ws") + "onebot/v11/ws", open_timeout=10,
+                     additional_headers={"Authorization": f"Bearer {TOKEN}", "X-Self-ID": str(SELF_ID)}) as ws:
+            served.next(lambda r: r.get("type") == "connected")
+            ws.send(json.dumps(heartbeat()))
+    fwj("bot", "set", "qq", "--secret-stdin", input=SECRET)
+    served, listening, url = serve_bots(home, "qq")
+    with served:
+        assert listening["bots"][0]["report_door"] is True
+        assert report(url, group_message("hi", message_id=8)).status_code == 401
+        assert report(url, group_message("hi", message_id=9), secret=SECRET).status_code == 204
+        served.next(lambda r: r.get("type") in ("handled", "failed") and "event" in r)
+
+
+# -- item 5: no body is read past the limit --------------------------------------------------------------
+def door(home, kind):
+    """A door of each kind, serving: (the process, its port, a path that takes a POST)."""
+    if kind == "bot":
+        setup()
+        bot("qq", "--url", "http://127.0.0.1:9")
+        served, _, url = serve_bots(home, "qq", "--max-body", "2048")
+        return served, int(url.rsplit(":", 1)[1].strip("/")), "/"
+    if kind == "gateway":
+        served = Served(home, "mcp", "serve", "--http", "--listen", "127.0.0.1:0", "--max-body", "2048")
+        line = served.next(lambda r: "gateway" in r)
+        return served, int(line["gateway"].split(":")[2].split("/")[0]), "/mcp"
+    served = Served(home, "web", "--listen", "127.0.0.1:0", "--max-body", "2048")
+    line = served.next(lambda r: True)
+    return served, int(re.search(r":(\d+)/", line["line"]).group(1)), "/agents/new"
+
+
+@pytest.mark.parametrize("kind", ["bot", "gateway", "web"])
+def test_a_body_over_the_limit_gets_413_before_it_is_sent(home, kind):
+    served, port, path = door(home, kind)
+    with served:
+        started = time.monotonic()
+        head = (f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
+                f"Content-Length: {300 * 1024 * 1024}\r\n\r\n").encode()
+        answer = raw(port, head)  # the 300 MiB never follow: the answer comes first
+        assert answer.startswith(b"HTTP/1.1 413"), answer
+        assert time.monotonic() - started < 3
+        over = httpx.post(f"http://127.0.0.1:{port}{path}", content=b"{" + b" " * 3000 + b"}",
+                          headers={"Content-Type": "application/json"}, timeout=10)
+        assert over.status_code == 413  # --max-body 2048
+
+        def chunks():
+            for _ in range(3):
+                yield b" " * 1000
+
+        chunked = httpx.post(f"http://127.0.0.1:{port}{path}", content=chunks(), headers={"Content-Type": "application/json"}, timeout=10)
+        assert chunked.status_code == 413  # no Content-Length: read up to the limit, no further
+        code, err = served.stop()
+    assert code == 0 and "Traceback" not in err, err
+
+
+# -- item 6: idle connections neither pile up nor print tracebacks -----------------------------------------
+@pytest.mark.parametrize("kind", ["bot", "gateway", "web"])
+def test_connections_over_the_cap_are_closed_at_once_and_real_requests_still_answered(home, kind):
+    if kind == "bot":
+        setup()
+        bot("qq", "--url", "http://127.0.0.1:9")
+        served, _, url = serve_bots(home, "qq", "--max-connections", "20")
+        port = int(url.rsplit(":", 1)[1].strip("/"))
+    elif kind == "gateway":
+        served = Served(home, "mcp", "serve", "--http", "--listen", "127.0.0.1:0", "--max-connections", "20")
+        port = int(served.next(lambda r: "gateway" in r)["gateway"].split(":")[2].split("/")[0])
+    else:
+        served = Served(home, "web", "--listen", "127.0.0.1:0", "--max-connections", "20")
+        port = int(re.search(r":(\d+)/", served.next(lambda r: True)["line"]).group(1))
+    with served:
+        idle = [socket.create_connection(("127.0.0.1", port)) for _ in range(60)]
+        try:
+            time.sleep(0.5)
+            closed = 0
+            for sock in idle:
+                sock.settimeout(0.05)
+                try:
+                    closed += sock.recv(1) == b""
+                except socket.timeout:
+                    pass
+                except ConnectionResetError:
+                    closed += 1
+            assert closed >= 35, closed  # at most 20 are kept
+            for sock in idle:
+                sock.close()
+            time.sleep(0.3)
+            answer = httpx.get(f"http://127.0.0.1:{port}/nowhere", timeout=10)
+            assert answer.status_code in (401, 404, 405)
+        finally:
+            for sock in idle:
+                sock.close()
+        code, err = served.stop()
+    assert code == 0 and "Traceback" not in err, err
+    lines = [r for r in served.seen if r.get("type") == "refused"] if kind == "bot" else err.splitlines()
+    assert 1 <= len([line for line in lines if "connections" in str(line)]) <= 4, lines  # one line a second at most
+
+
+def test_a_client_that_sends_no_whole_head_is_dropped_after_ten_seconds(home):
+    setup()
+    bot("qq", "--url", "http://127.0.0.1:9")
+    served, _, url = serve_bots(home, "qq")
+    port = int(url.rsplit(":", 1)[1].strip("/"))
+    with served:
+        silent = socket.create_connection(("127.0.0.1", port))
+        slow = socket.create_connection(("127.0.0.1", port))
+        slow.sendall(b"POST / HTTP/1.1\r\nHost: 127.0.0.1\r\n")  # a head never finished
+        started = time.monotonic()
+        for sock in (silent, slow):
+            sock.settimeout(20)
+            assert sock.recv(1) == b""
+            sock.close()
+        assert 9 <= time.monotonic() - started < 15
+        assert report(url, group_message("hi")).status_code == 204
+        code, err = served.stop()
+    assert code == 0 and "Traceback" not in err
+    assert any("head" in r.get("why", "") for r in served.seen if r.get("type") == "refused")
+
+
+# -- item 7: a locked state.db does not freeze the door --------------------------------------------------
+LOCKER = """
+import sqlite3, sys, time
+db = sqlite3.connect(sys.argv[1], isolation_level=None, timeout=30)
+db.execute("BEGIN IMMEDIATE")
+print("locked", flush=True)
+time.sleep(float(sys.argv[2]))
+db.execute("ROLLBACK")
+"""
+
+
+def test_while_another_process_holds_state_db_a_report_gets_503_and_the_door_keeps_answering(home):
+    setup()
+    bot("qq", "--url", "http://127.0.0.1:9")
+    served, _, url = serve_bots(home, "qq")
+    with served:
+        assert report(url, heartbeat()).status_code == 204
+        locker = subprocess.Popen([sys.executable, "-c", LOCKER, str(home / "state.db"), "9"], stdout=subprocess.PIPE, text=True)
+        try:
+            assert locker.stdout.readline().strip() == "locked"
+            answers: dict[str, tuple[int, float]] = {}
+
+            def timed(name, call):
+                started = time.monotonic()
+                answers[name] = (call().status_code, time.monotonic() - started)
+
+            stuck = threading.Thread(target=timed, args=("report", lambda: report(url, group_message("hi", message_id=31))))
+            stuck.start()
+            time.sleep(0.3)
+            timed("heartbeat", lambda: report(url, heartbeat()))
+            timed("other", lambda: httpx.get(url + "nowhere", timeout=10))
+            stuck.join(15)
+            assert answers["heartbeat"][0] == 204 and answers["heartbeat"][1] < 1, answers
+            assert answers["other"][0] == 404 and answers["other"][1] < 1, answers
+            assert answers["report"][0] == 503 and answers["report"][1] < 6, answers
+        finally:
+            locker.wait(30)
+        assert report(url, group_message("hi", message_id=31)).status_code == 204  # the same report, once state.db is free
+        handled = served.next(lambda r: r.get("type") in ("handled", "failed") and "event" in r)
+        code, err = served.stop()
+    assert handled["event"]["message"]["id"] == "31"
+    assert code == 0 and "Traceback" not in err
+    assert any(r.get("type") == "busy" for r in served.seen)
+
+
+# -- item 8: deep JSON ---------------------------------------------------------------------------------------
+def test_json_nested_too_deep_is_400_on_http_and_skipped_on_the_socket(home):
+    with ChatServer(REPLY) as chat:
+        setup(chat.base_url)
+        bot("qq", token=TOKEN, secret=SECRET)
+        served, _, url = serve_bots(home, "qq")
+        port = int(url.rsplit(":", 1)[1].strip("/"))
+        with served:
+            deep = b"[" * 100_000 + b"]" * 100_000
+            head = (f"POST / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\nX-Self-ID: {SELF_ID}\r\n"
+                    f"X-Signature: {signed(SECRET, deep)}\r\nContent-Length: {len(deep)}\r\n\r\n").encode()
+            assert raw(port, head + deep).startswith(b"HTTP/1.1 400")
+            nested = b'{"a": ' * 65 + b"1" + b"}" * 65
+            assert report(url, nested, secret=SECRET).status_code == 400
+            assert report(url, b'{"a": ' * 60 + b"1" + b"}" * 60, secret=SECRET).status_code == 204  # deep, but within 64
+            with connect(url.replace("http", "ws") + "onebot/v11/ws", open_timeout=10,
+                         additional_headers={"Authorization": f"Bearer {TOKEN}", "X-Self-ID": str(SELF_ID)}) as ws:
+                served.next(lambda r: r.get("type") == "connected")
+                ws.send(deep.decode())
+                ws.send(json.dumps(group_message("still here", message_id=77)))  # the socket stays up
+                frame = json.loads(ws.recv(timeout=30))
+                assert frame["action"] == "send_group_msg"
+                ws.send(json.dumps({"status": "ok", "retcode": 0, "data": {"message_id": 1}, "echo": frame["echo"]}))
+                served.next(lambda r: r.get("type") == "handled")
+            code, err = served.stop()
+    assert code == 0 and "Traceback" not in err
+    refusals = [r for r in served.seen if r.get("type") == "refused"]
+    assert any("deeper than 64" in r["why"] for r in refusals), refusals
+
+
+def test_the_gateway_checks_the_token_before_it_parses_and_refuses_deep_json(home):
+    setup()
+    run = fwj("run", "start", "--agent", "a1")
+    served = Served(home, "mcp", "serve", "--http", "--listen", "127.0.0.1:0")
+    url = served.next(lambda r: "gateway" in r)["gateway"]
+    with served:
+        deep = b"[" * 5000 + b"]" * 5000
+        anonymous = httpx.post(url, content=deep, headers={"Content-Type": "application/json"}, timeout=10)
+        assert anonymous.status_code == 401  # no token: refused before a byte of it is parsed
+        bearer = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+                  "Authorization": f"Bearer {run['gateway_token']}"}
+        assert httpx.post(url, content=deep, headers=bearer, timeout=10).status_code == 400
+        code, err = served.stop()
+    assert code == 0 and "Traceback" not in err

@@ -1,0 +1,111 @@
+"""A run whose driver is killed dies with it (CONTRACT section 11; issue 27 item 10): the owner
+process is recorded, and the next fw process that touches the run, or `fw run list`, ends it as
+`abandoned`, so its gateway token and every call are refused at once, not when its lease
+runs out. A run made for a runner started some other way (`fw run start`) has no owner."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import httpx
+
+from conftest import fw, fw_bin, fwj, make_basics
+from fakes.chat_server import ChatServer
+
+RUNNER = """
+import os, sys, time
+open(sys.argv[1], "w").write(os.environ["FW_GATEWAY_TOKEN"])
+time.sleep(300)
+"""
+
+
+def active_runs():
+    return [r for r in fwj("run", "list")["runs"] if r["status"] == "active"]
+
+
+def wait_for(condition, seconds=30):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        found = condition()
+        if found:
+            return found
+        time.sleep(0.1)
+    raise AssertionError("timed out")
+
+
+def test_a_killed_agent_run_ends_its_run_as_abandoned(home):
+    with ChatServer([{"content": "late", "sleep": 60}]) as chat:
+        make_basics()
+        fwj("resource", "write", "provider", "p1", "--data", json.dumps({"base_url": chat.base_url}))
+        proc = subprocess.Popen([fw_bin(), "agent", "run", "a1", "--message", "hi", "--json"], env={**os.environ, "FW_HOME": str(home)},
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        (run,) = wait_for(active_runs)
+        wait_for(lambda: chat.requests)
+        record = fwj("run", "show", run["run_id"])
+        assert record["owner"]["process"].startswith(f"{proc.pid}:") and record["status"] == "active"
+        assert fw("tool", "call", "--run", run["run_id"], "framework_session_list").exit_code != 0  # not granted, but the run lives
+        proc.send_signal(signal.SIGKILL)
+        proc.communicate(timeout=30)
+        listed = {r["run_id"]: r for r in fwj("run", "list")["runs"]}
+        assert listed[run["run_id"]]["status"] == "ended"
+        shown = fwj("run", "show", run["run_id"])
+        assert shown["end_reason"] == "abandoned" and shown["ended_at"]
+
+
+def test_a_killed_owner_s_gateway_token_is_refused_at_once(home, tmp_path):
+    make_basics()
+    token_file = tmp_path / "token"
+    data = {"type": "external", "command": [sys.executable, "-c", RUNNER, str(token_file)],
+            "capabilities": {"tool_calling": True}, "permissions": {"tools": ["detail", "call"]}}
+    fwj("resource", "write", "harness", "ext", "--create", "--data", json.dumps(data))
+    fwj("agent", "edit", "a1", "--harness", "ext", "--builtin-tool", "resource_management")
+    proc = subprocess.Popen([fw_bin(), "agent", "run", "a1", "--message", "hi"], env={**os.environ, "FW_HOME": str(home)},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    token = wait_for(lambda: token_file.exists() and token_file.read_text())
+    (run,) = active_runs()
+    gateway = subprocess.Popen([fw_bin(), "mcp", "serve", "--http", "--listen", "127.0.0.1:0"], env={**os.environ, "FW_HOME": str(home)},
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        url = gateway.stdout.readline().split()[-1]
+        hello = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+        headers = {"Authorization": f"Bearer {token}", "Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+        assert httpx.post(url, json=hello, headers=headers, timeout=10).status_code == 200  # alive: its token works
+        proc.send_signal(signal.SIGKILL)
+        proc.communicate(timeout=30)
+        refused = httpx.post(url, json=hello, headers=headers, timeout=10)
+        assert refused.status_code == 401, refused.text  # at once, not when the lease runs out
+        assert "abandoned" in refused.json()["error"]["message"]
+    finally:
+        gateway.terminate()
+        gateway.communicate(timeout=30)
+    assert fwj("run", "show", run["run_id"])["end_reason"] == "abandoned"
+    assert "fwgt_" not in json.dumps(fwj("run", "show", run["run_id"]))
+
+
+def test_a_run_started_for_a_runner_elsewhere_has_no_owner_and_lives_by_its_lease(home):
+    make_basics()
+    started = fwj("run", "start", "--agent", "a1", "--lease", "600")
+    record = fwj("run", "show", started["run_id"])
+    assert "owner" not in record and record["status"] == "active"
+    assert fwj("tool", "list", "--run", started["run_id"])["tools"] is not None  # the process that started it has gone: it lives on
+    assert active_runs()[0]["run_id"] == started["run_id"]
+
+
+def test_an_owner_on_another_host_is_judged_by_its_heartbeat(home):
+    make_basics()
+    started = fwj("run", "start", "--agent", "a1")
+    path = home / "runs" / f"{started['run_id']}.json"
+    record = json.loads(path.read_text())
+    fresh = time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime())
+    record["owner"] = {"host": "another-host/boot/ns", "process": "4242:1", "heartbeat_at": fresh}
+    path.write_text(json.dumps(record))
+    assert fwj("run", "show", started["run_id"])["status"] == "active"  # its heartbeat is fresh: alive
+    record["owner"]["heartbeat_at"] = "2020-01-01T00:00:00.000Z"
+    path.write_text(json.dumps(record))
+    r = fw("tool", "list", "--run", started["run_id"], "--json")
+    assert r.exit_code == 5 and r.json["error"]["code"] == "run_ended" and r.json["error"]["end_reason"] == "abandoned", r
