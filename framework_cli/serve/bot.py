@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import threading
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -116,6 +117,7 @@ class BotDoor:
         self.say = on_record
         self.limits = limits
         self._store = ThreadPoolExecutor(STORE_THREADS, thread_name_prefix="fw-bot-store")
+        self._stores = threading.local()  # each store thread keeps its connection: opening one costs more than a report
         self._background: set[asyncio.Future[Any]] = set()
 
     def close(self) -> None:
@@ -126,8 +128,15 @@ class BotDoor:
         """`work(store)` on a store thread, within `seconds` (TimeoutError past them)."""
 
         def run() -> Any:
-            with StateStore.open(self.home, busy_seconds=STORE_BUSY_SECONDS) as store:
+            store = getattr(self._stores, "store", None)
+            if store is None:
+                store = self._stores.store = StateStore.open(self.home, busy_seconds=STORE_BUSY_SECONDS)
+            try:
                 return work(store)
+            except FwError:
+                self._stores.store = None  # opened afresh next time: the file may have been replaced
+                store.close()
+                raise
 
         loop = asyncio.get_running_loop()
         return await asyncio.wait_for(loop.run_in_executor(self._store, run), seconds)

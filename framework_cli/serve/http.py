@@ -220,24 +220,39 @@ def serve(app: Any, sock: socket.socket, *, on_started: Callable[[], None] | Non
 
 
 def guarded_protocol(limits: DoorLimits) -> type:
-    """uvicorn's HTTP protocol, keeping `limits` on each connection: past `max_connections`
-    open at once a new one is closed as soon as it is accepted; one that sends no whole
+    """uvicorn's HTTP protocol, keeping `limits` on each connection: at `max_connections` open
+    at once, the connection idle longest (no request head yet) is closed to make room, and when
+    none is idle the new one is closed as soon as it is accepted; one that sends no whole
     request head within `head_seconds` of connecting (or of starting its next request) is
     dropped. Upgraded to a WebSocket, a connection is the WebSocket protocol's, which pings it."""
     from uvicorn.protocols.http.h11_impl import H11Protocol
 
     class GuardedProtocol(H11Protocol):
         _head_timer: Any = None
-        _heads = 0
+        _waiting_since = 0.0
 
         def connection_made(self, transport: Any) -> None:  # type: ignore[override]
-            if len(self.connections) >= limits.max_connections:
+            if len(self.connections) >= limits.max_connections and not self._evict_idle():
                 self.transport, self.flow = transport, None
                 limits.refused(f"more than {limits.max_connections} connections are open (--max-connections)")
                 transport.abort()
                 return
             super().connection_made(transport)
             self._arm_head_timer()
+
+        def _evict_idle(self) -> bool:
+            """At the cap, the connection that has waited longest without sending its request
+            head makes room (idle sockets cannot keep a real client out); none such: False."""
+            waiting = [c for c in self.connections if isinstance(c, GuardedProtocol) and c._head_timer is not None]
+            if not waiting:
+                return False
+            oldest = min(waiting, key=lambda c: c._waiting_since)
+            limits.refused(f"more than {limits.max_connections} connections are open (--max-connections): "
+                           "the one idle longest was closed")
+            oldest._disarm_head_timer()
+            oldest.connections.discard(oldest)
+            oldest.transport.abort()
+            return True
 
         def connection_lost(self, exc: Exception | None) -> None:
             self._disarm_head_timer()
@@ -259,6 +274,7 @@ def guarded_protocol(limits: DoorLimits) -> type:
 
         def _arm_head_timer(self) -> None:
             self._disarm_head_timer()
+            self._waiting_since = self.loop.time()
             self._head_timer = self.loop.call_later(limits.head_seconds, self._head_too_slow)
 
         def _disarm_head_timer(self) -> None:
