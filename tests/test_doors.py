@@ -412,3 +412,23 @@ def test_the_gateway_checks_the_token_before_it_parses_and_refuses_deep_json(hom
         assert httpx.post(url, content=deep, headers=bearer, timeout=10).status_code == 400
         code, err = served.stop()
     assert code == 0 and "Traceback" not in err
+
+
+# -- serving commands stopped with nothing in flight exit 0 ---------------------------------------------
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+@pytest.mark.parametrize("command", ["bot serve", "dispatch", "web", "mcp serve --http"])
+def test_a_serving_command_stopped_with_no_run_in_flight_exits_0(home, command, sig):
+    setup()
+    bot("qq", "--url", "http://127.0.0.1:9")
+    args = {"bot serve": ["bot", "serve", "qq", "--listen", "127.0.0.1:0"], "dispatch": ["dispatch"],
+            "web": ["web", "--listen", "127.0.0.1:0"], "mcp serve --http": ["mcp", "serve", "--http", "--listen", "127.0.0.1:0"]}[command]
+    proc = subprocess.Popen([fw_bin(), *args], env={**os.environ, "FW_HOME": str(home)}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    if command == "dispatch":
+        time.sleep(1.5)  # serving: nothing to do
+    else:
+        assert proc.stdout.readline(), proc.stderr.read()
+    proc.send_signal(sig)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, (out, err)
+    assert "Traceback" not in err and "interrupted" not in out + err, (out, err)

@@ -49,11 +49,14 @@ def set_(
     agent: Annotated[str, typer.Option("--agent", help="The agent it runs.", show_default=False, autocompletion=complete_agent)],
     directory: Annotated[Optional[str], typer.Option("--directory", help="Working directory (default: the home).")] = None,
     max_rounds: Annotated[Optional[int], typer.Option("--max-rounds", help="Model-call rounds per task (default: unlimited).")] = None,
-    policy: Annotated[Optional[str], typer.Option("--policy", help="mentioned (default) or all.")] = None,
+    policy: Annotated[Optional[str], typer.Option("--policy", help="mentioned (default): a session message, or a bot's group message, starts a turn only when it mentions the principal (@name) or the bot (an @ of it, or a reply to its message); all: every message does.")] = None,
     dry_run: DryRunOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Create or update a binding. A new binding is enabled; updating a disabled one keeps it disabled."""
+    """Create or update a binding. A new binding is enabled; updating a disabled one keeps it
+    disabled. Policy mentioned is the default, for sessions and for bots alike: a principal
+    that serves a bot answers a group message only when the bot is addressed (a private
+    message always); give --policy all for a bot that answers every group message."""
     home = home_of(ctx)
     doc = maybe_dry(home, dry_run, lambda: agent_bind(home, principal, agent, directory, max_rounds, policy))
     emit(doc, as_json, lambda c: render_dry_run(c, doc) if dry_run else _render(c, doc))

@@ -35,6 +35,11 @@ def _render_bot(console: Any, doc: dict[str, Any]) -> None:
         how = {"http": f"over HTTP at {doc.get('url')}", "socket": "over its reverse WebSocket"}.get(doc["connection"], "not connected")
         console.print(f"  connected: {how}; access token {'set' if doc['access_token_set'] else 'not set'}, "
                       f"X-Signature secret {'set' if doc['secret_set'] else 'not set'}")
+        seen = [f"its own id {doc['self_id']}" if doc.get("self_id") else None,
+                f"last event {doc['last_event_at']}" if doc.get("last_event_at") else None,
+                f"last heartbeat {doc['last_heartbeat_at']}" if doc.get("last_heartbeat_at") else None]
+        if any(seen):
+            console.print(f"  seen by fw bot serve: {'; '.join(s for s in seen if s)}")
     if doc.get("description"):
         console.print(f"  {doc['description']}")
     console.print(f"  supported APIs: {', '.join(doc['supported_apis']) or 'none'}")
@@ -51,20 +56,32 @@ def add(
     adapter: Annotated[str, typer.Option("--adapter", autocompletion=complete_choice("local", "onebot"), help="local (a platform inside state.db) or onebot (OneBot v11: NapCat, Lagrange, LLOneBot, go-cqhttp).", show_default=False)],
     principal: Annotated[str, typer.Option("--principal", autocompletion=complete_principal, help="The principal (kind agent) whose binding handles its events.", show_default=False)],
     url: Annotated[Optional[str], typer.Option("--url", help="onebot: the base URL of its HTTP API; without it, actions go over the reverse WebSocket of `fw bot serve`.")] = None,
-    access_token_stdin: Annotated[bool, typer.Option("--access-token-stdin", help="onebot: read its access token from standard input.")] = False,
+    access_token_stdin: Annotated[bool, typer.Option("--access-token-stdin", help="onebot: read its access token (8 characters or more) from standard input.")] = False,
+    secret_stdin: Annotated[bool, typer.Option("--secret-stdin", help="onebot: read its X-Signature secret (8 characters or more) from standard input.")] = False,
     description: Annotated[Optional[str], typer.Option("--description", help="What it is for.")] = None,
     dry_run: DryRunOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Add a bot. A local bot starts online, with every API of the catalogue. A onebot bot
     acts over HTTP when given --url, otherwise over the reverse WebSocket that its
-    implementation opens to `fw bot serve`, whose handshake carries the access token."""
+    implementation opens to `fw bot serve`, whose handshake carries the access token. A
+    refused add writes nothing."""
     from ..platform.bots import bot_add  # lazy: start-up speed
 
-    token = sys.stdin.read().strip() if access_token_stdin else None
+    token, secret = _stdin_secret(access_token_stdin, secret_stdin)
     home = home_of(ctx)
-    doc = maybe_dry(home, dry_run, lambda: bot_add(home, name, adapter, principal, url=url, description=description, access_token=token))
+    doc = maybe_dry(home, dry_run, lambda: bot_add(home, name, adapter, principal, url=url, description=description, access_token=token,
+                                                   secret=secret))
     emit(doc, as_json, lambda c: render_dry_run(c, doc) if dry_run else (c.print(f"Added bot {name}."), _render_bot(c, doc)))
+
+
+def _stdin_secret(token_flag: bool, secret_flag: bool) -> tuple[str | None, str | None]:
+    """The access token or the secret, read from standard input: one value, so one flag."""
+    if token_flag and secret_flag:
+        raise FwError("usage", "--access-token-stdin and --secret-stdin both read standard input: give one at a time",
+                      "set the other with a second command, e.g. `printf %s \"$SECRET\" | fw bot set NAME --secret-stdin`")
+    value = sys.stdin.read().strip() if token_flag or secret_flag else None
+    return (value, None) if token_flag else (None, value)
 
 
 @app.command("list")
@@ -73,8 +90,9 @@ def list_(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     from ..platform.bots import bot_list  # lazy: start-up speed
 
     doc = bot_list(home_of(ctx))
-    columns = ["name", "adapter", "principal", "online", "description"]
-    rows = [[b["name"], f"CORRUPT: {b['error']['message']}", "", "", ""] if "error" in b else [b.get(k) for k in columns] for b in doc["bots"]]
+    columns = ["name", "adapter", "principal", "online", "self_id", "last_event_at", "last_heartbeat_at"]
+    rows = [[b["name"], f"CORRUPT: {b['error']['message']}", "", "", "", "", ""] if "error" in b else [b.get(k) for k in columns]
+            for b in doc["bots"]]
     emit(doc, as_json, lambda c: table(c, "bots", columns, rows, "No bots yet. Add one with `fw bot add NAME --adapter local --principal P`."))
 
 
@@ -103,16 +121,20 @@ def set_(
     name: NameArg,
     unsupported_api: Annotated[Optional[list[str]], typer.Option("--unsupported-api", metavar="API", help="Withhold this API from its runs (repeat, or a,b; replaces the list; '' clears it).")] = None,
     online: Annotated[Optional[bool], typer.Option("--online/--offline", help="Take a local bot online or offline.", show_default=False)] = None,
-    secret_stdin: Annotated[bool, typer.Option("--secret-stdin", help="onebot: read its X-Signature secret from standard input.")] = False,
+    url: Annotated[Optional[str], typer.Option("--url", help="onebot: the base URL of its HTTP API ('' removes it: the reverse WebSocket alone).")] = None,
+    access_token_stdin: Annotated[bool, typer.Option("--access-token-stdin", help="onebot: read a new access token (8 characters or more) from standard input.")] = False,
+    secret_stdin: Annotated[bool, typer.Option("--secret-stdin", help="onebot: read its X-Signature secret (8 characters or more) from standard input.")] = False,
     dry_run: DryRunOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Change a bot. Withheld APIs and going offline apply at once, to started runs too."""
+    """Change a bot. Withheld APIs and going offline apply at once, to started runs too. Only one
+    of --access-token-stdin and --secret-stdin at a time (standard input holds one value)."""
     from ..platform.bots import bot_set  # lazy: start-up speed
 
-    secret = sys.stdin.read().strip() if secret_stdin else None
+    token, secret = _stdin_secret(access_token_stdin, secret_stdin)
     home = home_of(ctx)
-    doc = maybe_dry(home, dry_run, lambda: bot_set(home, name, unsupported_apis=listed(unsupported_api), online=online, secret=secret))
+    doc = maybe_dry(home, dry_run, lambda: bot_set(home, name, unsupported_apis=listed(unsupported_api), online=online, secret=secret,
+                                                   url=url, access_token=token))
     emit(doc, as_json, lambda c: render_dry_run(c, doc) if dry_run else _render_bot(c, doc))
 
 

@@ -22,7 +22,8 @@ def command(
     to its session and fed its messages; its answer is posted to the session. A task is a
     managed run of its principal on the task's instructions; its answer is the result unless
     the run reports one. With --once it exits when nothing is pending (exit 0 whatever the
-    outcomes); without it, it keeps serving until Ctrl-C, which ends the runs in progress."""
+    outcomes); without it, it keeps serving until Ctrl-C or SIGTERM, which ends the runs in
+    progress (exit 130), or, with none in flight, stops with the summary (exit 0)."""
     from ..engine.dispatch import dispatch as run_dispatch  # lazy: start-up speed
 
     home = home_of(ctx)

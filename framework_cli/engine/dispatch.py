@@ -117,8 +117,11 @@ class Dispatcher:
                     work.wait(seen, POLL_SECONDS)
                 self._join()
             except KeyboardInterrupt:
+                in_flight = bool(self._threads)
                 self.stop(store)
-                raise
+                if in_flight:
+                    raise  # runs were ended: `interrupted`
+                # nothing was running: a clean stop, with the summary
             finally:
                 self.stopping.set()  # the heartbeat stops too
                 if keeper.is_alive():

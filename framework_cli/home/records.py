@@ -152,6 +152,16 @@ def edit_record(home: Home, kind: str, rel: str, patch: dict[str, Any]) -> dict[
     return plain
 
 
+def validate_record(home: Home, kind: str, data: dict[str, Any]) -> None:
+    """Check a whole principal, binding or bot record before anything is written (`invalid`
+    naming the field); a key that is None is one left out."""
+    from .models import validate  # lazy: start-up speed
+
+    plain = {k: v for k, v in data.items() if v is not None}
+    refuse_secret_values(home, plain, None)
+    validate(kind, plain)
+
+
 def resource_names(home: Home, spec: KindSpec) -> set[str]:
     """The names of a kind's files, read from the folders alone (no file is parsed)."""
     return {name for _, name, _ in home.resource_files(spec)}

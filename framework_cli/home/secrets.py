@@ -283,6 +283,16 @@ def has(home: Home, kind: str, name: str) -> bool:
     return home.exists(_rel(kind, name))
 
 
+def check_new(values: dict[str, Any], previous: dict[str, Any] | None = None) -> None:
+    """`invalid` for a new secret value shorter than MIN_KEY_LEN (too short to be told apart
+    from ordinary text), before anything is written."""
+    before = dict(_leaves(previous or {}, ""))
+    for field, value in _leaves({k: v for k, v in values.items() if v not in (None, {}, "")}, ""):
+        if before.get(field) != value and len(value) < MIN_KEY_LEN:
+            raise FwError("invalid", f"{field} is shorter than {MIN_KEY_LEN} characters: too short to be told apart from ordinary text",
+                          "give the whole key or token", field=field)
+
+
 def save(home: Home, kind: str, name: str, values: dict[str, Any]) -> None:
     """Store `values` (an empty mapping removes the file). Caller holds the home's lock.
     A new value shorter than MIN_KEY_LEN is `invalid` and nothing is written; a value
@@ -294,10 +304,7 @@ def save(home: Home, kind: str, name: str, values: dict[str, Any]) -> None:
     except FwError:
         old = {}  # a damaged file is replaced by the values given
     previous = dict(_leaves(old, ""))
-    for field, value in _leaves(values, ""):
-        if previous.get(field) != value and len(value) < MIN_KEY_LEN:
-            raise FwError("invalid", f"{field} is shorter than {MIN_KEY_LEN} characters: too short to be told apart from ordinary text",
-                          "give the whole key or token", field=field)
+    check_new(values, old)
     if values and old == values:
         return
     _retire(home, [v for f, v in previous.items() if v not in dict(_leaves(values, "")).values()])

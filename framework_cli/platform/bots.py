@@ -13,7 +13,7 @@ from ..domain.identities import get_principal, principal_names
 from ..errors import FwError
 from ..home import secrets
 from ..home.kinds import check_name
-from ..home.records import edit_record
+from ..home.records import edit_record, validate_record
 from ..home.store import Home
 from ..suggest import did_you_mean, hint_with
 from .adapters import ADAPTER_MODULES, adapter_for, supported_apis
@@ -42,15 +42,18 @@ def capabilities(home: Home, name: str, bot: dict[str, Any]) -> dict[str, Any]:
 
 
 def bot_show(home: Home, name: str) -> dict[str, Any]:
-    """A bot's definition, the APIs it offers its runs and whether it is online."""
+    """A bot's definition, the APIs it offers its runs and whether it is online; a onebot bot
+    also its own id and when its last event and heartbeat came (`fw bot serve` keeps them)."""
     bot = load_bot(home, name)
     offered = capabilities(home, name, bot)["supported_apis"]
     adapter = adapter_of(home, name, bot)
     doc = {"name": name, **bot, "supported_apis": offered, "online": adapter.online()}
     if bot["adapter"] == "onebot":
+        from .adapters.onebot import status_view  # lazy: start-up speed (only onebot bots pay for it)
+
         stored = secrets.load(home, BOT_SECRETS, name)
         doc.update(connection=adapter.connection, access_token_set=bool(stored.get("access_token")),
-                   secret_set=bool(stored.get("secret")))
+                   secret_set=bool(stored.get("secret")), **status_view(home, name))
         if not doc["online"]:
             doc["note"] = adapter.offline_hint
     return doc
@@ -80,15 +83,21 @@ def _check_principal(home: Home, principal: str) -> None:
 
 
 def bot_add(home: Home, name: str, adapter: str, principal: str, *, url: str | None = None,
-            description: str | None = None, access_token: str | None = None) -> dict[str, Any]:
+            description: str | None = None, access_token: str | None = None, secret: str | None = None) -> dict[str, Any]:
+    """Add a bot. Everything is checked before anything is written: a refused add leaves
+    no file behind."""
 
     check_name(name, "bot name")
     if adapter not in ADAPTER_MODULES:
         raise FwError("invalid", f"unknown adapter {adapter!r}", f"use one of: {', '.join(ADAPTER_MODULES)}", field="adapter")
-    if adapter == "local" and (url is not None or access_token is not None):
-        raise FwError("invalid", "a url and an access token are for onebot bots only", "a local bot needs neither", field="url")
+    if adapter == "local" and (url is not None or access_token is not None or secret is not None):
+        raise FwError("invalid", "a url, an access token and a secret are for onebot bots only", "a local bot needs none of them",
+                      field="url")
     if adapter == "onebot":
         _check_reachable(url, access_token)
+        _check_secret(secret, name)
+    stored = {k: v for k, v in (("access_token", access_token), ("secret", secret)) if v}
+    secrets.check_new(stored)
     _check_principal(home, principal)
     data: dict[str, Any] = {"adapter": adapter, "principal": principal}
     if url is not None:
@@ -98,9 +107,12 @@ def bot_add(home: Home, name: str, adapter: str, principal: str, *, url: str | N
     with home.locked():
         if home.exists(bot_rel(name)):
             raise FwError("exists", f"bot {name!r} already exists", f"change it with `fw bot set {name}`, or remove it first")
-        edit_record(home, "bot", bot_rel(name), data)  # validated (the url too) before the token is stored
-        if access_token:
-            secrets.save(home, BOT_SECRETS, name, {"access_token": access_token})
+        if home.exists(bot_rel(name)):
+            raise FwError("exists", f"bot {name!r} already exists", f"change it with `fw bot set {name}`, or remove it first")
+        validate_record(home, "bot", data)  # the url too, before anything is written
+        if stored:
+            secrets.save(home, BOT_SECRETS, name, stored)
+        edit_record(home, "bot", bot_rel(name), data)
     if home.is_dry_run:  # state.db is not the home's files: a dry run leaves it alone too
         return {"name": name, **data, "created": True}
     if adapter == "local":
@@ -150,26 +162,49 @@ def check_apis(apis: list[str]) -> list[str]:
     return wanted
 
 
+def _check_secret(secret: str | None, name: str) -> None:
+    if secret is not None and not secret:
+        raise FwError("invalid", "the secret read from standard input is empty",
+                      f"pipe the secret in: `printf %s \"$SECRET\" | fw bot set {name} --secret-stdin`", field="secret")
+
+
 def bot_set(home: Home, name: str, *, unsupported_apis: list[str] | None = None, online: bool | None = None,
-            secret: str | None = None) -> dict[str, Any]:
+            secret: str | None = None, url: str | None = None, access_token: str | None = None) -> dict[str, Any]:
     """Withhold APIs from the bot's runs (the list replaces the old one), take a local bot
-    online or offline, set a onebot bot's X-Signature secret. All apply at once, to runs
-    already started too."""
+    online or offline, set a onebot bot's url (`""` removes it: the reverse WebSocket alone),
+    access token or X-Signature secret. All apply at once, to runs already started too; every
+    change is checked before any is written."""
 
     wanted = check_apis(unsupported_apis) if unsupported_apis is not None else None
     with home.locked():
         bot = load_bot(home, name)
         if online is not None and bot["adapter"] != "local":
             raise FwError("invalid", "--online and --offline are for local bots", "a onebot bot is online when its platform answers")
-        if secret is not None and bot["adapter"] != "onebot":
-            raise FwError("invalid", "--secret-stdin is for onebot bots", "a local bot takes no secret")
-        if secret is not None and not secret:
-            raise FwError("invalid", "the secret read from standard input is empty",
-                          f"pipe the secret in: `printf %s \"$SECRET\" | fw bot set {name} --secret-stdin`", field="secret")
+        onebot_only = [flag for flag, value in (("--secret-stdin", secret), ("--url", url), ("--access-token-stdin", access_token))
+                       if value is not None]
+        if onebot_only and bot["adapter"] != "onebot":
+            raise FwError("invalid", f"{onebot_only[0]} is for onebot bots", "a local bot takes no url, token or secret")
+        _check_secret(secret, name)
+        if access_token is not None and not access_token:
+            raise FwError("invalid", "the access token read from standard input is empty",
+                          f"pipe the token in: `printf %s \"$TOKEN\" | fw bot set {name} --access-token-stdin`", field="access_token")
+        stored = secrets.load(home, BOT_SECRETS, name)
+        values = {**stored, **({"secret": secret} if secret else {}), **({"access_token": access_token} if access_token else {})}
+        secrets.check_new(values, stored)
+        patch: dict[str, Any] = {}
         if wanted is not None:
-            edit_record(home, "bot", bot_rel(name), {"unsupported_apis": wanted or None})
-        if secret is not None:
-            secrets.save(home, BOT_SECRETS, name, {**secrets.load(home, BOT_SECRETS, name), "secret": secret})
+            patch["unsupported_apis"] = wanted or None
+        if url is not None:
+            patch["url"] = url or None
+            if not url and not values.get("access_token"):
+                raise FwError("invalid", "without a url, a onebot bot is reached only through its reverse WebSocket, which needs an access token",
+                              f"give it one in the same command: `... | fw bot set {name} --url '' --access-token-stdin`", field="url")
+        if patch:
+            validate_record(home, "bot", {**bot, **patch, **({"url": None} if url == "" else {})})
+        if values != stored:
+            secrets.save(home, BOT_SECRETS, name, values)
+        if patch:
+            edit_record(home, "bot", bot_rel(name), patch)
         if online is not None and not home.is_dry_run:
             adapter_of(home, name, bot).set_online(online)
     shown = bot_show(home, name)

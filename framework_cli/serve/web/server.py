@@ -30,8 +30,9 @@ def serve(home: Home, listen: str, say: Callable[[str], None], limits: DoorLimit
     sock = bind(host, port)
     signin = SignIn()
     app = create_app(home, signin=signin, allowed_hosts=allowed_hosts(host))
-    say(f"fw web: http://{url_host(host)}:{sock.getsockname()[1]}/?token={signin.token}")
-    try:
+    try:  # a signal the moment the address is printed stops it cleanly too
+        say(f"fw web: http://{url_host(host)}:{sock.getsockname()[1]}/?token={signin.token}")
         serve_door(app, sock, limits=limits)
     except KeyboardInterrupt:
+        sock.close()
         return
