@@ -10,7 +10,6 @@ import os
 import subprocess
 
 import pytest
-
 from conftest import fw, fwj, snapshot
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import queue
 import re
 import signal
 import socket
@@ -20,6 +19,7 @@ import pytest
 from conftest import CANARY, fw, fw_bin, fwj
 from fakes.chat_server import ChatServer
 from fakes.onebot_server import SELF_ID, OneBotServer, group_message, heartbeat, signed
+from serving import Served
 from websockets.sync.client import connect
 
 TOKEN = "door-tok-5e1d9c3a7b"
@@ -41,73 +41,6 @@ def bot(name, *flags, token=None, secret=None):
         *(["--access-token-stdin"] if token else []), input=token)
     if secret:
         fwj("bot", "set", name, "--secret-stdin", input=secret)
-
-
-class Served:
-    """A serving command as a real process: its JSON lines read as they come."""
-
-    def __init__(self, home, *args):
-        self.proc = subprocess.Popen([fw_bin(), *args, "--json"], env={**os.environ, "FW_HOME": str(home)},
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        self.lines: queue.Queue = queue.Queue()
-        self.seen: list[dict] = []
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self):
-        pending = ""
-        for line in self.proc.stdout:
-            pending += line
-            try:
-                self.lines.put(json.loads(pending))  # one document a line, or one printed over several (`fw mcp serve`)
-                pending = ""
-            except ValueError:
-                if not pending.lstrip().startswith("{"):
-                    self.lines.put({"type": "not-json", "line": pending})
-                    pending = ""
-        self.lines.put(None)
-
-    def next(self, test, timeout=30):
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            try:
-                record = self.lines.get(timeout=0.2)
-            except queue.Empty:
-                continue
-            if record is None:
-                self.proc.kill()
-                raise AssertionError(f"the server ended: {self.proc.stderr.read()}")
-            self.seen.append(record)
-            if test(record):
-                return record
-        self.proc.kill()  # a test that fails here leaves no server behind
-        raise AssertionError(f"no such record; saw {self.seen}")
-
-    def drain(self):
-        while True:
-            try:
-                record = self.lines.get_nowait()
-            except queue.Empty:
-                return self.seen
-            if record is not None:
-                self.seen.append(record)
-
-    def stop(self):
-        self.proc.send_signal(signal.SIGINT)
-        try:
-            _, err = self.proc.communicate(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            raise
-        time.sleep(0.2)
-        self.drain()
-        return self.proc.returncode, err
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc_info):
-        if self.proc.poll() is None:
-            self.stop()
 
 
 def serve_bots(home, *args, listen="127.0.0.1:0"):

@@ -5,11 +5,9 @@ from __future__ import annotations
 
 import json
 import os
-import queue
 import signal
 import subprocess
 import sys
-import threading
 import time
 import uuid
 from pathlib import Path
@@ -19,6 +17,7 @@ import pytest
 from conftest import CANARY, fw, fw_bin, fwj, snapshot
 from fakes.chat_server import ChatServer
 from fakes.onebot_server import SELF_ID, OneBotServer, failed, group_message, heartbeat, lifecycle, ok, signed
+from serving import Served
 from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 
@@ -53,55 +52,15 @@ def no_token_outside_secrets(home):
             assert TOKEN.encode() not in data and SECRET.encode() not in data, path
 
 
-class Serve:
-    """`fw bot serve` as a real process, on a free port, its lines read as JSON."""
+class Serve(Served):
+    """`fw bot serve qq` as a real process, on a free port, its lines read as JSON."""
 
     def __init__(self, home, *args):
-        self.proc = subprocess.Popen([fw_bin(), "bot", "serve", "qq", "--listen", "127.0.0.1:0", "--json", *args],
-                                     env={**os.environ, "FW_HOME": str(home)}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        self.lines: queue.Queue = queue.Queue()
-        self.seen: list[dict] = []
-        threading.Thread(target=self._read, daemon=True).start()
+        super().__init__(home, "bot", "serve", "qq", "--listen", "127.0.0.1:0", *args)
         self.listening = self.next("listening")
 
-    def _read(self):
-        for line in self.proc.stdout:
-            try:
-                self.lines.put(json.loads(line))
-            except ValueError:  # every line must be a JSON object: a test that reads it fails
-                self.lines.put({"type": "not-json", "line": line})
-        self.lines.put(None)
-
     def next(self, kind, timeout=30):
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            try:
-                record = self.lines.get(timeout=0.2)
-            except queue.Empty:
-                continue
-            assert record is not None, f"fw bot serve ended: {self.proc.stderr.read()}"
-            self.seen.append(record)
-            if record["type"] == kind:
-                return record
-        raise AssertionError(f"no {kind} record; saw {self.seen}")
-
-    def stop(self):
-        self.proc.send_signal(signal.SIGINT)
-        try:
-            self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            raise
-        while (record := self.lines.get(timeout=10)) is not None:  # stdout is read by _read alone
-            self.seen.append(record)
-        return self.proc.returncode, self.proc.stderr.read()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc_info):
-        if self.proc.poll() is None:
-            self.stop()
+        return super().next(lambda record: record.get("type") == kind, timeout)
 
 
 def post(url, report, *, secret=SECRET, signature=None):

@@ -12,8 +12,8 @@ import httpx
 import pytest
 from conftest import fw, fwj, snapshot
 from fakes.chat_server import ChatServer
-from fakes.onebot_server import SELF_ID, OneBotServer, group_message, heartbeat, ok, signed
-from test_doors import Served, bot, report, serve_bots, setup
+from fakes.onebot_server import SELF_ID, OneBotServer, heartbeat, ok, signed
+from test_doors import bot, report, serve_bots, setup
 from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 

@@ -13,7 +13,6 @@ from pathlib import Path
 from urllib.parse import quote
 
 import pytest
-
 from conftest import CANARY, ODD_CANARY, fw, fw_proc, fwj, leaked
 from fakes.chat_server import ChatServer
 from fakes.onebot_server import OneBotServer, failed

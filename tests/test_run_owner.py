@@ -13,7 +13,6 @@ import sys
 import time
 
 import httpx
-
 from conftest import fw, fw_bin, fwj, make_basics
 from fakes.chat_server import ChatServer
 

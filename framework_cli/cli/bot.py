@@ -7,6 +7,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from ..errors import FwError
 from .common import (
     DryRunOpt,
     complete_bot,
@@ -18,7 +19,6 @@ from .common import (
     render_dry_run,
     run_gateway,
 )
-from ..errors import FwError
 from .output import JsonOpt, emit, table
 
 app = typer.Typer(help="Add, list, show, change and remove bots; try a local bot with `fw bot local`.")

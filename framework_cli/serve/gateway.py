@@ -29,7 +29,16 @@ from ..home.store import Home
 from ..tools.assets import GATEWAY
 from ..tools.service import check_run
 from ..tools.sources import RunSources
-from .http import BodyLimit, DoorLimits, JsonDepthLimit, LoopbackHostOnly, bind, guarded_protocol, parse_listen, url_host
+from .http import (
+    BodyLimit,
+    DoorLimits,
+    JsonDepthLimit,
+    LoopbackHostOnly,
+    bind,
+    guarded_protocol,
+    parse_listen,
+    url_host,
+)
 from .mcp import ToolHandlers, mcp_server
 
 PATH = "/mcp"

@@ -13,7 +13,15 @@ import json
 from typing import Any
 
 from ..domain.projection import Snapshot, cap_tools, project, runner_refusal
-from ..domain.runs import RUN_ID_PART_RE, active_run, load_run, require_active, resolve_run_id, run_start, unless_abandoned
+from ..domain.runs import (
+    RUN_ID_PART_RE,
+    active_run,
+    load_run,
+    require_active,
+    resolve_run_id,
+    run_start,
+    unless_abandoned,
+)
 from ..domain.tool_types import Caller, Tool
 from ..errors import FwError, refuse_lone_surrogates
 from ..home.kinds import BUILTIN_GROUPS

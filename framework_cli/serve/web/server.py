@@ -7,7 +7,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ...home.store import Home
-from ..http import DoorLimits, bind, parse_listen, serve as serve_door, url_host
+from ..http import DoorLimits, bind, parse_listen, url_host
+from ..http import serve as serve_door
 from .app import LOOPBACK_HOSTS, create_app
 from .signin import SignIn
 
