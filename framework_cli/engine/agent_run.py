@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ..dialects import dialect_for
 from ..domain.identities import get_binding
 from ..domain.probes import provider_key
 from ..domain.runs import EXTERNAL, frozen_data, run_end
@@ -142,7 +143,8 @@ def chat_client(home: Home, run: dict[str, Any], timeout: float, *, stream: bool
     model = frozen_data(home, run, "model")["data"]
     provider = frozen_data(home, run, "provider")["data"]
     key = provider_key(home, model["provider"], provider)
-    return ChatClient(provider["base_url"], key, model["model_id"], timeout=timeout, stream=stream)
+    return ChatClient(provider["base_url"], key, model["model_id"], timeout=timeout, stream=stream,
+                      dialect=dialect_for(provider.get("api")), max_tokens=model.get("max_tokens"))
 
 
 def system_prompt(home: Home, run: dict[str, Any]) -> str:
