@@ -41,10 +41,10 @@ class AnthropicMessages:
 
     def chat_request(self, base_url: str, api_key: str, model_id: str, conversation: list[dict[str, Any]],
                      tools: list[dict[str, Any]] | None, *, stream: bool, max_tokens: int | None) -> HttpRequest:
-        system = "\n\n".join(m.get("content") or "" for m in conversation if m.get("role") == "system").strip()
+        system = "\n\n".join(m.get("content") or "" for m in conversation if m.get("role") == "system")
         body: dict[str, Any] = {"model": model_id, "max_tokens": max_tokens or DEFAULT_MAX_TOKENS,
                                 "messages": wire_messages(conversation)}
-        if system:
+        if system.strip():
             body["system"] = system
         if tools:
             body["tools"] = [{"name": t["name"], "description": t.get("description", ""), "input_schema": t["input_schema"]}
