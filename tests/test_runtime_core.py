@@ -310,6 +310,7 @@ def test_an_mcp_server_lists_and_answers_in_its_own_minimal_environment(tmp_path
     monkeypatch.setenv("LANG", "C.UTF-8")
     token = "srv-token-5c1a9e"
     spec, pid_file = fake_server("fake", tmp_path, env={"SERVER_TOKEN": token, "SHORT": "abc"})
+    spec.timeout_seconds = 0.5  # a call's idle limit: `slow` below reaches it
     before = children()
     with McpConnections([spec]) as mcp:
         assert mcp.unavailable == {}
@@ -331,8 +332,8 @@ def test_an_mcp_server_lists_and_answers_in_its_own_minimal_environment(tmp_path
         assert failed["is_error"] is True and failed["content"] == ["Error executing tool fail: cannot use [redacted]"]
         assert mcp.call("fake", "nope", {})["is_error"] is True
         with pytest.raises(FwError) as caught:
-            mcp.call("fake", "slow", {"seconds": 5}, timeout=0.5)
-        assert caught.value.code == "unavailable" and caught.value.extra == {"reason": "mcp_server"}
+            mcp.call("fake", "slow", {"seconds": 5})  # its timeout_seconds: 0.5
+        assert caught.value.code == "unavailable" and caught.value.extra == {"reason": "mcp_timeout"}
         assert mcp.call("fake", "echo", {"text": "still here"})["content"] == ["still here"]
         os.kill(int(pid_file.read_text()), 0)  # alive while the run lasts
     assert_gone(pid_file)

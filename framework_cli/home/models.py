@@ -123,6 +123,16 @@ class Mcp(Strict):
     env: dict[EnvName, str] = Field(default_factory=dict, description="values are secrets")
     url: Url | None = None
     headers: dict[str, str] = Field(default_factory=dict, description="values are secrets")
+    timeout_seconds: float | None = Field(
+        None, gt=0, le=86400, description="a tool call's idle limit: given up (and cancelled) after this long without "
+        "an answer or a progress notification; absent: 60",
+    )
+    startup_seconds: float | None = Field(
+        None, gt=0, le=3600, description="how long the server gets to start and list its tools; absent: 10",
+    )
+    max_seconds: float | None = Field(
+        None, gt=0, le=864000, description="a tool call's hard limit, progress or not; absent: 10 times timeout_seconds",
+    )
     description: str | None = None
 
     @model_validator(mode="after")
@@ -137,6 +147,8 @@ class Mcp(Strict):
                 raise ValueError("an http mcp needs a url")
             if self.command is not None or self.args or self.env:
                 raise ValueError("command, args and env are for transport stdio only")
+        if self.max_seconds is not None and self.max_seconds < (self.timeout_seconds or 60):
+            raise ValueError("max_seconds must be at least timeout_seconds (60 when absent)")
         return self
 
 
