@@ -227,19 +227,30 @@ def _message(message: Optional[str], message_file: Optional[str]) -> str:
 
 
 def run_progress(event: dict[str, Any]) -> None:
-    """A run's progress on stderr: its start, then each tool call with its outcome."""
-    from .output import write_out  # lazy: start-up speed
+    """A run's progress on stderr: its start, then each tool call as it starts, as it
+    progresses (an MCP tool's notifications) and as it ends, with its outcome and time."""
+    from .output import PROGRESS_LINES, progress_text, write_out  # lazy: start-up speed
 
     if event["type"] == "started":
         run = event["run"]
         left_out = len(run.get("unavailable_tools") or [])
         why = f", {left_out} left out (see `fw run show {run['run_id']}`)" if left_out else ""
         write_out(f"Run {run['run_id']} started as {run['identity']}: {plural(len(run['tools']), 'tool')}{why}.", err=True)
+    elif event["type"] == "tool_start":
+        write_out(f"  tool {event['name']} ...", err=True)
+    elif event["type"] == "tool_progress":
+        if PROGRESS_LINES.due(event):
+            write_out(f"  tool {event['name']}: {progress_text(event)}", err=True)
     elif event["type"] == "tool_call":
         outcome = event["outcome"] + (f" ({event['error']})" if event.get("error") else "")
-        write_out(f"  tool {event['name']}: {outcome}", err=True)
+        took = f" in {_seconds(event['seconds'])}" if isinstance(event.get("seconds"), (int, float)) else ""
+        write_out(f"  tool {event['name']}: {outcome}{took}", err=True)
     elif event["type"] == "retry":
         write_out(f"  model: {event['why']}; trying again in {event['wait']:g} s (try {event['try']} of {event['of']})", err=True)
+
+
+def _seconds(seconds: float) -> str:
+    return f"{seconds * 1000:.0f} ms" if seconds < 1 else f"{seconds:.1f} s"
 
 
 class RunPrinter:

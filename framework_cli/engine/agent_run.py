@@ -17,7 +17,7 @@ from ..dialects import dialect_for
 from ..domain.identities import get_binding
 from ..domain.probes import provider_key
 from ..domain.runs import EXTERNAL, frozen_data, run_end
-from ..domain.tool_types import Caller
+from ..domain.tool_types import Caller, CallWatch
 from ..errors import FwError, without_lone_surrogates
 from ..home.kinds import KINDS, check_name
 from ..home.records import resource_names
@@ -102,17 +102,29 @@ def run_model_loop(home: Home, record: dict[str, Any], sources: Any, turn: Turn,
     run_id = record["run_id"]
     client = chat_client(home, record, turn.timeout, stream=turn.stream)
     caller = Caller("run", run_id, record)
+
+    def call(name: str, args: Any) -> dict[str, Any]:
+        return call_tool(home, caller, name, args, sources, watch=_progress_watch(name, on_event))
+
     result = run_loop(
         client,
         system=system_prompt(home, record),
         history=turn.history,
         user=turn.message,
         tools=list_tools(home, caller)["tools"],
-        call_tool=lambda name, args: call_tool(home, caller, name, args, sources),
+        call_tool=call,
         max_rounds=turn.max_rounds,
         on_event=on_event,
     )
     return result.to_dict(run_id)
+
+
+def _progress_watch(name: str, on_event: OnEvent | None) -> CallWatch | None:
+    """A tool call's progress (an MCP server's notifications) as `tool_progress` events."""
+    if on_event is None:
+        return None
+    shown = without_lone_surrogates(redact(name))
+    return CallWatch(on_progress=lambda progress: on_event({"type": "tool_progress", "name": shown, **progress}))
 
 
 def check_timeout(timeout: Any) -> None:
