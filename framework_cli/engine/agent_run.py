@@ -10,7 +10,7 @@ a model or program that fails, Ctrl-C).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..dialects import dialect_for
@@ -23,6 +23,7 @@ from ..home.kinds import KINDS, check_name
 from ..home.records import resource_names
 from ..home.secrets import redact
 from ..home.store import Home
+from ..runtime.conversations import conversation_keep, last_conversation
 from ..tools.service import call_tool, list_tools, open_run
 from .chat import ChatClient
 from .external import DEFAULT_RUNNER_TIMEOUT, ExternalRunner, GatewayStarter, RunJob
@@ -44,6 +45,7 @@ def agent_run(
     history: list[dict[str, Any]] | None = None,
     stream: bool = False,
     gateway: GatewayStarter | None = None,
+    conversation: str | None = None,
 ) -> dict[str, Any]:
     """Run an agent on one message: `{"run_id", "status", "answer", "rounds", "finish_reason",
     "tool_calls"}`. `context` is recorded with the run (the session it is tied to, the event it
@@ -51,16 +53,25 @@ def agent_run(
     `stream` asks the model to stream its answers (their text reaches `on_event` as it comes).
     The run's runner does the work: fw's own model loop, or an external program its harness
     names, which reaches the run through its own gateway (`gateway` serves one; the CLI hands
-    it in). `timeout` bounds each model answer (default 60 s), or an external runner (600 s)."""
+    it in). `timeout` bounds each model answer (default 60 s), or an external runner (600 s).
+    `conversation` keeps an explicit run's conversation for later: `new` starts one,
+    `continue` carries on the agent's last one (its messages come before `message`; none yet:
+    a new one is started)."""
     if not isinstance(message, str) or not message.strip():
         raise FwError("invalid", "a message needs some text", "e.g. fw agent run AGENT --message 'what is in this home?'")
     if max_rounds is not None and (isinstance(max_rounds, bool) or not isinstance(max_rounds, int) or max_rounds < 1):
         raise FwError("invalid", "max_rounds must be a whole number, at least 1", "e.g. --max-rounds 5")
     if timeout is not None:
         check_timeout(timeout)
+    if conversation is not None and (principal is not None or conversation not in ("new", "continue")):
+        raise FwError("invalid", "only an explicit run (no principal) keeps a conversation to continue",
+                      "a managed run's conversation is its session")
     if principal is not None and agent is not None:
         _require_binding_runs(home, principal, agent)
         agent = None  # a managed run runs what its binding names
+    earlier = last_conversation(home, agent) if conversation == "continue" and agent is not None else None
+    if earlier is not None:
+        history = [*earlier["messages"], *(history or [])]
     context = {**(context or {}), "input": without_lone_surrogates(redact(message))[:INPUT_KEPT]}
     record, sources = open_run(home, principal=principal, agent=agent, context=context)
     token = record.pop("gateway_token", "")  # shown to no one: only an external runner gets it
@@ -70,10 +81,16 @@ def agent_run(
             on_event({"type": "started", "run": record})
         if (record.get("runner") or {}).get("type") == EXTERNAL:
             job = RunJob(home, record, token, sources, message, history, on_event)
-            return ExternalRunner(gateway, timeout if timeout is not None else DEFAULT_RUNNER_TIMEOUT).run(job)
-        turn = Turn(message, history, max_rounds if max_rounds is not None else record.get("max_rounds"),
-                    timeout if timeout is not None else DEFAULT_MODEL_TIMEOUT, stream)
-        return run_model_loop(home, record, sources, turn, on_event)
+            doc = ExternalRunner(gateway, timeout if timeout is not None else DEFAULT_RUNNER_TIMEOUT).run(job)
+            said = [{"role": "user", "content": message}, {"role": "assistant", "content": doc["answer"]}]
+        else:
+            turn = Turn(message, history, max_rounds if max_rounds is not None else record.get("max_rounds"),
+                        timeout if timeout is not None else DEFAULT_MODEL_TIMEOUT, stream)
+            doc = run_model_loop(home, record, sources, turn, on_event)
+            said = turn.said
+        if conversation is not None:
+            conversation_keep(home, record["agent"], earlier["id"] if earlier else None, run_id, said)
+        return doc
     except FwError as exc:
         exc.extra.setdefault("run_id", run_id)
         raise
@@ -94,6 +111,7 @@ class Turn:
     max_rounds: int | None
     timeout: float
     stream: bool = False
+    said: list[dict[str, Any]] = field(default_factory=list)  # the runner's answer: this turn's messages, the user's first
 
 
 def run_model_loop(home: Home, record: dict[str, Any], sources: Any, turn: Turn, on_event: OnEvent | None) -> dict[str, Any]:
@@ -116,6 +134,7 @@ def run_model_loop(home: Home, record: dict[str, Any], sources: Any, turn: Turn,
         max_rounds=turn.max_rounds,
         on_event=on_event,
     )
+    turn.said = result.messages[1 + len(turn.history or []):]  # after the system message and the history
     return result.to_dict(run_id)
 
 

@@ -26,9 +26,10 @@ Each POST to /v1/chat/completions takes the next step of the script:
   {"reasoning": "..."}     added to a reply: a thinking model's `reasoning_content` beside the
                            answer (streamed first, in pieces, as DeepSeek streams it)
 When the script runs out, the last step repeats (repeat_last=True) or the answer is 500.
-With `thinking=True` the server is as strict as DeepSeek's thinking mode: a request that sends
-back an assistant message with tool calls this server answered with reasoning must carry that
-`reasoning_content` unchanged, or the answer is 400.
+With `thinking=True` the server is as strict as DeepSeek's thinking mode: within the turn of a
+request (after its last user message), an assistant message with tool calls this server
+answered with reasoning must carry that `reasoning_content` unchanged, or the answer is 400.
+Earlier turns need none.
 `GET /v1/models` lists one model, "m-1". Each request records the client's port as
 "client_port": requests over one kept-alive connection share it.
 """
@@ -93,9 +94,10 @@ class ChatServer:
 
     def missing_reasoning(self, body: Any) -> str | None:
         """DeepSeek's rule: why the request is refused, or None."""
-        messages = body.get("messages") if isinstance(body, dict) else None
-        for index, message in enumerate(messages or []):
-            if not isinstance(message, dict) or message.get("role") != "assistant":
+        messages = (body.get("messages") if isinstance(body, dict) else None) or []
+        users = [i for i, m in enumerate(messages) if isinstance(m, dict) and m.get("role") == "user"]
+        for index, message in enumerate(messages):
+            if index < (users[-1] if users else 0) or not isinstance(message, dict) or message.get("role") != "assistant":
                 continue
             given = {self.reasoning_given.get(c.get("id")) for c in message.get("tool_calls") or []} - {None}
             if given and message.get("reasoning_content") not in given:
