@@ -134,6 +134,30 @@ def test_max_seconds_cuts_a_tool_that_keeps_reporting_progress(home, tmp_path):
     the_call_was_cancelled(record, "work")
 
 
+def test_max_seconds_defaults_to_ten_times_the_idle_limit(home, tmp_path):
+    record, _ = slow_server(tmp_path, timeout_seconds=0.2)
+    agent()
+    run = fwj("run", "start", "--agent", "a1")
+    started = time.monotonic()
+    r = fw("tool", "call", "--run", run["run_id"], "mcp__slow__work", "--args", '{"seconds": 20, "every": 0.1}')
+    took = time.monotonic() - started
+    assert r.exit_code == 7 and "within 2 s (the mcp's max_seconds)" in r.json["error"]["message"], r
+    assert 2 <= took < 10
+    the_call_was_cancelled(record, "work")
+
+
+@pytest.mark.parametrize("startup_seconds,offered", [(1, False), (8, True)])
+def test_startup_seconds_is_how_long_a_server_gets_to_start(home, tmp_path, startup_seconds, offered):
+    data = {"transport": "stdio", "command": sys.executable, "args": [RAW, "--delay", "2"], "startup_seconds": startup_seconds}
+    fwj("resource", "write", "mcp", "late", "--create", "--data", json.dumps(data))
+    agent(mcps=("late",))
+    run = fwj("run", "start", "--agent", "a1")
+    assert ("mcp__late__plain" in run["tools"]) is offered
+    if not offered:
+        [left_out] = run["unavailable_tools"]
+        assert left_out["reason"] == "source_unavailable" and "within 1 s (the mcp's startup_seconds)" in left_out["detail"]
+
+
 def test_limits_and_progress_hold_over_streamable_http_too(home, tmp_path, monkeypatch):
     record = tmp_path / "http.record"
     monkeypatch.setenv("FAKE_MCP_RECORD", str(record))

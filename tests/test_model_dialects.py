@@ -5,6 +5,8 @@ ones refuse; fw runs through its front door."""
 
 import json
 import sqlite3
+import sys
+from pathlib import Path
 
 import httpx
 import pytest
@@ -215,3 +217,36 @@ def test_resource_models_lists_an_anthropic_providers_models_with_its_key(home):
     assert other == {"models": ["m-1"]}  # chat completions, as before
     assert refused.exit_code == 7 and "sk-not-the-key-00000" not in refused.output and "401" in refused.json["error"]["message"]
     no_canary_in_files(home)
+
+
+def test_a_claude_tool_result_is_cut_at_64_kib_as_for_chat_completions(home):
+    raw = str(Path(__file__).parent / "fakes" / "raw_mcp_server.py")
+    fwj("resource", "write", "mcp", "raw", "--create", "--data", json.dumps({"transport": "stdio", "command": sys.executable, "args": [raw]}))
+    script = [{"tool_use": [{"name": "mcp__raw__huge", "input": {"bytes": 300_000}, "id": "toolu_h"}]}, {"text": "big"}]
+    with AnthropicServer(script, key=CANARY) as server:
+        setup_agent(server.base_url, api="anthropic", builtin=(), mcps=["raw"])
+        doc = run_json("--message", "hi")
+    assert doc["answer"] == "big"
+    [result] = server.requests[1]["json"]["messages"][2]["content"]
+    read = json.loads(result["content"])
+    assert read["truncated"] is True and len(read["content"][0].encode()) == 64 * 1024
+
+
+def test_on_a_terminal_a_claude_answer_streams(home):
+    from test_agent_run_terminal import on_a_terminal
+
+    with AnthropicServer([{"text": "Streamed from the Messages API."}], key=CANARY) as server:
+        setup_agent(server.base_url, api="anthropic")
+        text = on_a_terminal(home, ["--message", "hi"])
+    assert server.requests[0]["json"]["stream"] is True
+    assert text.count("Streamed from the Messages API.") == 1 and CANARY not in text
+
+
+def test_a_broken_tool_call_in_a_chat_completion_is_model_answer(home):
+    broken = {"choices": [{"index": 0, "message": {"role": "assistant", "content": None,
+                                                   "tool_calls": [{"id": "c1", "type": "function", "function": {"arguments": "{}"}}]}}]}
+    with ChatServer([{"raw": json.dumps(broken)}]) as server:
+        setup_agent(server.base_url)
+        error = run_json("--message", "hi", code=7)["error"]
+    assert (error["code"], error["reason"], error["status"]) == ("unavailable", "model_answer", 200)
+    assert "no function name" in error["message"] and fwj("run", "show", error["run_id"])["status"] == "ended"
