@@ -209,8 +209,10 @@ def run(
     from .output import json_wanted  # lazy: start-up speed
 
     if continue_ and principal is not None:
-        raise FwError("usage", "--continue carries on an explicit run's conversation; a run as --principal has its session instead",
-                      f"drop --principal (`fw agent run {name} --continue ...`), or post to the principal's session with `fw message post`")
+        raise FwError("usage", "--continue carries on an explicit run's conversation; "
+                      "a run as --principal has its session instead",
+                      f"drop --principal (`fw agent run {name} --continue ...`), "
+                      "or post to the principal's session with `fw message post`")
     text = _message(message, message_file)
     home = home_of(ctx)
     as_json = json_wanted(as_json)

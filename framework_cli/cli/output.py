@@ -89,7 +89,8 @@ class _ProgressLines:
 
     def due(self, event: dict[str, Any]) -> bool:
         now, name = time.monotonic(), event["name"]
-        if event.get("total") is not None and event["progress"] >= event["total"] or now - self._shown.get(name, 0.0) >= self.EVERY:
+        last = event.get("total") is not None and event["progress"] >= event["total"]
+        if last or now - self._shown.get(name, 0.0) >= self.EVERY:
             self._shown[name] = now
             return True
         return False

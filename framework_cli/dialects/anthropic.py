@@ -47,11 +47,12 @@ class AnthropicMessages:
         if system.strip():
             body["system"] = system
         if tools:
-            body["tools"] = [{"name": t["name"], "description": t.get("description", ""), "input_schema": t["input_schema"]}
-                             for t in tools]
+            body["tools"] = [{"name": t["name"], "description": t.get("description", ""),
+                              "input_schema": t["input_schema"]} for t in tools]
         if stream:
             body["stream"] = True
-        return HttpRequest("POST", _url(base_url, "messages"), {**_headers(api_key), "content-type": "application/json"}, body)
+        headers = {**_headers(api_key), "content-type": "application/json"}
+        return HttpRequest("POST", _url(base_url, "messages"), headers, body)
 
     def reply_from_answer(self, payload: Any) -> Reply:
         if not isinstance(payload, dict):

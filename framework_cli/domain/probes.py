@@ -92,17 +92,19 @@ def provider_models(home: Home, reference: str, timeout: float = 10.0) -> dict[s
     try:
         response = httpx.get(request.url, headers=request.headers, timeout=timeout, follow_redirects=False)
     except httpx.HTTPError as exc:
-        raise FwError("unavailable", f"could not reach {url}: {type(exc).__name__}", "check the provider's base_url and the network",
-                      reason="model") from None
+        raise FwError("unavailable", f"could not reach {url}: {type(exc).__name__}",
+                      "check the provider's base_url and the network", reason="model") from None
     except UnicodeError:
         raise FwError("unavailable", "the provider's key holds characters an HTTP header cannot carry",
-                      f"store the key again: `fw resource write provider {reference} --api-key-stdin`", reason="model") from None
+                      f"store the key again: `fw resource write provider {reference} --api-key-stdin`",
+                      reason="model") from None
     if response.status_code != 200:
         snippet = secrets.redact(response.text).strip()[:200]  # redact first: a cut key is still a key
-        raise FwError("unavailable", f"{url} answered {response.status_code}: {snippet}", "check the key and the base_url",
-                      reason="model", status=response.status_code)
+        raise FwError("unavailable", f"{url} answered {response.status_code}: {snippet}",
+                      "check the key and the base_url", reason="model", status=response.status_code)
     try:
         models = dialect.model_ids(response.json())
     except (ValueError, KeyError, TypeError):
-        raise FwError("unavailable", f"{url} did not answer with a model list", dialect.unreadable_hint, reason="model") from None
+        raise FwError("unavailable", f"{url} did not answer with a model list", dialect.unreadable_hint,
+                      reason="model") from None
     return {"models": [secrets.redact(m) for m in models]}

@@ -187,8 +187,9 @@ def _mcp(snapshot: Snapshot) -> list[dict[str, Any]]:
             out.append({"name": f"{MCP_PREFIX}{server}__*", "reason": SOURCE_UNAVAILABLE, "detail": why})
             continue
         for tool in snapshot.mcp_tools[server]:
-            if tool.get("task_support") == "required":  # fw does not speak MCP tasks yet; optional ones are called plainly
-                out.append({"name": f"{MCP_PREFIX}{server}__{strip_invisible(tool['name'])[0]}", "reason": TASK_REQUIRED,
+            if tool.get("task_support") == "required":  # fw speaks no MCP tasks yet; "optional" is called plainly
+                name = strip_invisible(tool["name"])[0]
+                out.append({"name": f"{MCP_PREFIX}{server}__{name}", "reason": TASK_REQUIRED,
                             "detail": "the tool must be called as an MCP task (execution.taskSupport: required), "
                             "which this version of fw does not do"})
                 continue

@@ -69,14 +69,14 @@ def agent_run(
     if principal is not None and agent is not None:
         _require_binding_runs(home, principal, agent)
         agent = None  # a managed run runs what its binding names
-    earlier = last_conversation(home, agent) if conversation == "continue" and agent is not None else None
-    if earlier is not None:
-        history = [*earlier["messages"], *(history or [])]
     context = {**(context or {}), "input": without_lone_surrogates(redact(message))[:INPUT_KEPT]}
     record, sources = open_run(home, principal=principal, agent=agent, context=context)
     token = record.pop("gateway_token", "")  # shown to no one: only an external runner gets it
     run_id = record["run_id"]
     try:
+        earlier = last_conversation(home, record["agent"]) if conversation == "continue" else None
+        if earlier is not None:
+            history = [*earlier["messages"], *(history or [])]
         if on_event:
             on_event({"type": "started", "run": record})
         if (record.get("runner") or {}).get("type") == EXTERNAL:
@@ -111,7 +111,7 @@ class Turn:
     max_rounds: int | None
     timeout: float
     stream: bool = False
-    said: list[dict[str, Any]] = field(default_factory=list)  # the runner's answer: this turn's messages, the user's first
+    said: list[dict[str, Any]] = field(default_factory=list)  # by the runner: this turn's messages, the user's first
 
 
 def run_model_loop(home: Home, record: dict[str, Any], sources: Any, turn: Turn, on_event: OnEvent | None) -> dict[str, Any]:

@@ -218,17 +218,19 @@ class ChatClient:
         except UnusableAnswer as exc:
             raise self._unusable(f"the model {self.model_id!r} gave an answer fw cannot use: {exc}") from None
         except (UnreadableAnswer, UnreadableStream) as exc:
-            raise self._failure(f"{self.url} gave an answer fw cannot read: {exc}", self.dialect.unreadable_hint, 200) from None
+            raise self._failure(f"{self.url} gave an answer fw cannot read: {exc}", self.dialect.unreadable_hint,
+                                200) from None
         if not reply.content and not reply.tool_calls and not reply.refusal and reply.finish_reason not in EMPTY_IS_AN_ANSWER:
             raise self._unusable(f"the model {self.model_id!r} gave an empty answer")
         at = lone_surrogate_at({"content": reply.content, "refusal": reply.refusal}, "")
         if at is not None:
-            raise self._unusable(f"the model {self.model_id!r} answered with a lone UTF-16 surrogate in its {at}, which is not text")
+            raise self._unusable(f"the model {self.model_id!r} answered with a lone UTF-16 surrogate in its {at}, "
+                                 "which is not text")
         return reply
 
     def _unusable(self, message: str) -> FwError:
-        return self._failure(message, "the model answered, but not with anything fw can use: try again, or another model",
-                             200, reason=MODEL_ANSWER)
+        return self._failure(message, "the model answered, but not with anything fw can use: try again, "
+                             "or another model", 200, reason=MODEL_ANSWER)
 
     def _scrub(self, text: str) -> str:
         """Remove the key (even one shorter than redact's minimum) and every known secret."""

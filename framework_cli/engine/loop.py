@@ -107,7 +107,8 @@ def assistant_message(reply: Reply) -> dict[str, Any]:
         # A call whose name or arguments hold a lone surrogate is refused (`invalid`); the
         # model reads it back with U+FFFD in its place, since no request could carry it.
         message["tool_calls"] = [
-            conversation_tool_call(ToolCall(call.id, without_lone_surrogates(call.name), without_lone_surrogates(call.arguments)))
+            conversation_tool_call(ToolCall(call.id, without_lone_surrogates(call.name),
+                                            without_lone_surrogates(call.arguments)))
             for call in reply.tool_calls
         ]
     for key, value in reply.kept.items():

@@ -131,7 +131,8 @@ class Mcp(Strict):
         None, gt=0, le=3600, description="how long the server gets to start and list its tools; absent: 10",
     )
     max_seconds: float | None = Field(
-        None, gt=0, le=864000, description="a tool call's hard limit, progress or not; absent: 10 times timeout_seconds",
+        None, gt=0, le=864000,
+        description="a tool call's hard limit, progress or not; absent: 10 times timeout_seconds",
     )
     description: str | None = None
 
@@ -409,7 +410,8 @@ def _accepts(prop: dict[str, Any], defs: dict[str, Any]) -> str:
         return f"a list, each {_accepts(prop.get('items', {}), defs)}"
     if kind == "object":
         return f"a mapping of names to {_accepts(prop.get('additionalProperties') or {'type': 'string'}, defs)}"
-    return {"boolean": "true or false", "integer": "a whole number", "number": "a number", "string": "text"}.get(kind or "", "any value")
+    words = {"boolean": "true or false", "integer": "a whole number", "number": "a number", "string": "text"}
+    return words.get(kind or "", "any value")
 
 
 def field_table(kind: str) -> list[dict[str, Any]]:

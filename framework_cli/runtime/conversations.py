@@ -20,14 +20,16 @@ from .documents import redact_document
 def last_conversation(home: Home, agent: str) -> dict[str, Any] | None:
     """The agent's conversation added to last: `{"id", "messages"}`, or None when it has none."""
     with StateStore.open(home) as store:
-        row = store.one("SELECT id FROM conversations WHERE agent = ? ORDER BY updated_at DESC, id DESC LIMIT 1", (agent,))
+        row = store.one("SELECT id FROM conversations WHERE agent = ? ORDER BY updated_at DESC, id DESC LIMIT 1",
+                        (agent,))
         if row is None:
             return None
         rows = store.all("SELECT message FROM conversation_messages WHERE conversation = ? ORDER BY id", (row["id"],))
     return {"id": row["id"], "messages": [json.loads(r["message"]) for r in rows]}
 
 
-def conversation_keep(home: Home, agent: str, conversation: int | None, run_id: str, messages: list[dict[str, Any]]) -> int:
+def conversation_keep(home: Home, agent: str, conversation: int | None, run_id: str,
+                      messages: list[dict[str, Any]]) -> int:
     """Add a run's messages to the conversation (None: a new one); its id."""
     now = now_iso()
     kept = [_kept(message) for message in messages]
@@ -37,7 +39,8 @@ def conversation_keep(home: Home, agent: str, conversation: int | None, run_id: 
         else:
             store.execute("UPDATE conversations SET updated_at = ? WHERE id = ?", (now, conversation))
         for text in kept:
-            store.insert("conversation_messages", {"conversation": conversation, "run_id": run_id, "message": text, "created_at": now})
+            store.insert("conversation_messages",
+                         {"conversation": conversation, "run_id": run_id, "message": text, "created_at": now})
     return conversation
 
 

@@ -99,7 +99,8 @@ class McpConnections:
     """The MCP connections of one run, as a context manager:
 
         with McpConnections(specs) as mcp:
-            mcp.tools        # {server: [{"name", "title", "description", "input_schema", "annotations", "task_support"}]}
+            mcp.tools        # {server: [{"name", "title", "description", "input_schema", "annotations",
+                             #            "task_support"}]}
             mcp.unavailable  # {server: why it is not there}
             mcp.call("files", "read", {"path": "a.txt"})
 
@@ -108,7 +109,8 @@ class McpConnections:
     server's `startup_seconds`; `stop_grace` is how long a stdio server gets to exit once told.
     """
 
-    def __init__(self, servers: list[ServerSpec], start_timeout: float | None = None, stop_grace: float = STOP_GRACE) -> None:
+    def __init__(self, servers: list[ServerSpec], start_timeout: float | None = None,
+                 stop_grace: float = STOP_GRACE) -> None:
         for spec in servers:
             secrets.remember(spec.env)
             secrets.remember(spec.headers)
@@ -294,12 +296,13 @@ def _follow(updates: Any, future: Any, watch: Any, why: dict[str, str]) -> None:
 
 def _limit_reached(spec: ServerSpec, tool: str, call: _Call) -> FwError:
     if call.hard_reached:
-        message = (f"MCP server {spec.name!r} did not finish {tool} within {spec.hard_limit:g} s (the mcp's max_seconds), "
-                   "progress or not; the call was cancelled")
-        fix = f"raise the mcp's max_seconds: fw resource write mcp {spec.name} --data '{{\"max_seconds\": {2 * spec.hard_limit:g}}}'"
+        message = (f"MCP server {spec.name!r} did not finish {tool} within {spec.hard_limit:g} s "
+                   "(the mcp's max_seconds), progress or not; the call was cancelled")
+        fix = (f"raise the mcp's max_seconds: "
+               f"fw resource write mcp {spec.name} --data '{{\"max_seconds\": {2 * spec.hard_limit:g}}}'")
     else:
-        message = (f"MCP server {spec.name!r} did not answer {tool} within {spec.timeout_seconds:g} s (the mcp's timeout_seconds), "
-                   "nor report progress; the call was cancelled")
+        message = (f"MCP server {spec.name!r} did not answer {tool} within {spec.timeout_seconds:g} s "
+                   "(the mcp's timeout_seconds), nor report progress; the call was cancelled")
         fix = (f"the server may be stuck; if the tool is just slow, raise the mcp's timeout_seconds: "
                f"fw resource write mcp {spec.name} --data '{{\"timeout_seconds\": {2 * spec.timeout_seconds:g}}}'")
     return FwError("unavailable", message, fix, reason="mcp_timeout")
@@ -778,7 +781,8 @@ async def _http_link(spec: ServerSpec) -> AsyncIterator[_HttpLink]:
 
     if not spec.url:
         raise FwError("invalid", "an http MCP server needs a url", "set the mcp's url")
-    timeout = httpx.Timeout(30.0, read=None)  # a server may hold a stream open while a tool works: the call's limits bound it
+    # A server may hold a stream open while a tool works: the call's own limits bound it.
+    timeout = httpx.Timeout(30.0, read=None)
     verify: Any = True if spec.url.startswith("https:") else bare_tls_context()  # plain http loads no CA bundle
     async with httpx.AsyncClient(timeout=timeout, follow_redirects=False, verify=verify) as http:
         link = _HttpLink(http, spec.url, spec.headers)
@@ -828,7 +832,8 @@ class _HttpLink(_Link):
         request_id = next(self._ids)
         try:
             params = self.with_progress(request_id, params, call)
-            return await self._post({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}, request_id)
+            message = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+            return await self._post(message, request_id)
         finally:
             self._progress.pop(request_id, None)
 
@@ -1048,7 +1053,8 @@ def _content_item(part: Any, attachments: list[dict[str, Any]]) -> Any:
         resource = part.get("resource") if isinstance(part.get("resource"), dict) else {}
         if isinstance(resource.get("text"), str):
             return redact(resource["text"])
-        item = {"type": kind, "uri": _shown(resource.get("uri")), "mimeType": _shown(resource.get("mimeType") or "application/octet-stream")}
+        mime = resource.get("mimeType") or "application/octet-stream"
+        item = {"type": kind, "uri": _shown(resource.get("uri")), "mimeType": _shown(mime)}
         return _binary(item, resource.get("blob"), "blob", attachments)
     if kind in ("image", "audio"):
         item = {"type": kind, "mimeType": _shown(part.get("mimeType") or "application/octet-stream")}

@@ -100,11 +100,12 @@ def _result(doc: dict[str, Any], is_error: bool, attachments: list[dict[str, Any
     items = doc.get("content") if not is_error and isinstance(doc.get("content"), list) else []
     for item in items:
         if isinstance(item, dict) and item.get("type") == "resource_link" and item.get("uri"):
-            content.append(types.ResourceLink(type="resource_link", uri=item["uri"], name=item.get("name") or item["uri"],
-                                              mime_type=item.get("mimeType")))
+            content.append(types.ResourceLink(type="resource_link", uri=item["uri"],
+                                              name=item.get("name") or item["uri"], mime_type=item.get("mimeType")))
     for item in attachments or []:
         if item["type"] == "resource":
-            blob = types.BlobResourceContents(uri=item["uri"] or "fw:unnamed", mime_type=item["mimeType"], blob=item["blob"])
+            blob = types.BlobResourceContents(uri=item["uri"] or "fw:unnamed", mime_type=item["mimeType"],
+                                              blob=item["blob"])
             content.append(types.EmbeddedResource(type="resource", resource=blob))
         elif item["type"] == "image":
             content.append(types.ImageContent(type="image", data=item["data"], mime_type=item["mimeType"]))
@@ -148,7 +149,8 @@ def mcp_server(handlers_for: Callable[[Any], ToolHandlers]) -> Any:
         watch = CallWatch(on_progress=_relay(ctx), attachments=[])
         try:
             # Abandoned when the client cancels or leaves: the watch then cancels the call upstream.
-            doc, is_error = await anyio.to_thread.run_sync(handlers.call, params.name, arguments, watch, abandon_on_cancel=True)
+            doc, is_error = await anyio.to_thread.run_sync(handlers.call, params.name, arguments, watch,
+                                                           abandon_on_cancel=True)
         except anyio.get_cancelled_exc_class():
             watch.cancel()
             raise

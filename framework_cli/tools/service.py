@@ -122,7 +122,8 @@ def manager_tools() -> list[Tool]:
 
 
 def describe(tool: Tool, name: str) -> dict[str, Any]:
-    doc = {"name": name, "description": tool.description, "risk": tool.risk, "group": tool.group, "input_schema": tool.input_schema}
+    doc = {"name": name, "description": tool.description, "risk": tool.risk, "group": tool.group,
+           "input_schema": tool.input_schema}
     if tool.title:  # an MCP tool's own title
         doc["title"] = tool.title
     return doc

@@ -19,7 +19,15 @@ from ..home import secrets
 from ..home.kinds import KINDS
 from ..home.records import read_definition
 from ..home.store import Home
-from ..runtime.mcp_client import STARTUP_SECONDS, STOP_GRACE, TIMEOUT_SECONDS, McpConnections, ServerSpec, capped, check_hint
+from ..runtime.mcp_client import (
+    STARTUP_SECONDS,
+    STOP_GRACE,
+    TIMEOUT_SECONDS,
+    McpConnections,
+    ServerSpec,
+    capped,
+    check_hint,
+)
 
 
 def server_spec(home: Home, name: str, cwd: str | None, frozen: dict[str, Any]) -> Any:
@@ -76,7 +84,8 @@ class RunSources:
     threads may call through it at once (`fw mcp serve` answers calls concurrently).
     `stop_grace`: how long each stdio server it starts gets to exit once told."""
 
-    def __init__(self, home: Home, run: dict[str, Any] | None, connections: Any = None, *, stop_grace: float = STOP_GRACE) -> None:
+    def __init__(self, home: Home, run: dict[str, Any] | None, connections: Any = None, *,
+                 stop_grace: float = STOP_GRACE) -> None:
         self.home = home
         self.run = run
         self.directory = run.get("directory") if run else None
