@@ -250,3 +250,27 @@ def test_a_broken_tool_call_in_a_chat_completion_is_model_answer(home):
         error = run_json("--message", "hi", code=7)["error"]
     assert (error["code"], error["reason"], error["status"]) == ("unavailable", "model_answer", 200)
     assert "no function name" in error["message"] and fwj("run", "show", error["run_id"])["status"] == "ended"
+
+
+def test_a_session_conversation_reaches_claude_as_alternating_turns(home):
+    """A dispatched turn's history (the session's messages, the agent's own as the assistant's)
+    and a --continue conversation with tool calls both reach the Messages API in the shape it
+    insists on: roles alternating, opening with the user, tool results right after their calls."""
+    script = [{"text": "Hello Alice."}, {"text": "Still here."},
+              {"tool_use": [{"name": "framework_resource_list", "input": {"kind": "agent"}, "id": "toolu_c"}]},
+              {"text": "a1"}, {"text": "As I said: a1."}]
+    with AnthropicServer(script, key=CANARY) as server:
+        setup_agent(server.base_url, api="anthropic")
+        fwj("principal", "create", "alice", "--kind", "user")
+        fwj("principal", "create", "ops", "--kind", "agent")
+        fwj("binding", "set", "ops", "--agent", "a1", "--policy", "all")
+        fwj("session", "create", "s1", "--member", "alice", "--member", "ops")
+        fwj("message", "post", "s1", "--as", "alice", "hi")
+        fwj("dispatch", "--once")
+        fwj("message", "post", "s1", "--as", "alice", "still there?")
+        assert fwj("dispatch", "--once")["turns"]["answered"] == 1
+        fwj("agent", "run", "a1", "--message", "which agents?")
+        again = fwj("agent", "run", "a1", "-c", "--message", "which, again?")
+    assert again["answer"] == "As I said: a1." and len(server.requests) == 5  # none refused
+    assert [m["role"] for m in server.requests[1]["json"]["messages"]] == ["user", "assistant", "user"]
+    assert [m["role"] for m in server.requests[4]["json"]["messages"]] == ["user", "assistant", "user", "assistant", "user"]

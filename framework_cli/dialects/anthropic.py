@@ -107,8 +107,8 @@ def wire_messages(conversation: list[dict[str, Any]]) -> list[dict[str, Any]]:
         elif role == "tool":
             _append(out, "user", [{"type": "tool_result", "tool_use_id": str(message.get("tool_call_id") or ""),
                                    "content": str(message.get("content") or "")}])
-        else:
-            _append(out, "user", [{"type": "text", "text": str(message.get("content") or "")}])
+        elif message.get("content"):  # the API refuses an empty text block
+            _append(out, "user", [{"type": "text", "text": str(message["content"])}])
     if out and out[0]["role"] != "user":  # the API's conversation opens with the user
         out.insert(0, {"role": "user", "content": [{"type": "text", "text": "(the conversation so far)"}]})
     return [_plain(m) for m in out]
