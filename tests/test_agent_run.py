@@ -105,7 +105,8 @@ def test_a_forged_call_is_denied_nothing_is_written_and_the_loop_goes_on(home):
     assert not (home / "harnesses/default/h9.yaml").exists()
     after = snapshot(home)
     changed = {k for k in after if after[k] != before.get(k)}
-    assert all(k == "audit.jsonl" or k.startswith("runs") for k in changed), changed
+    # the audit, the run's record, and the conversation an explicit run keeps for --continue
+    assert all(k == "audit.jsonl" or k.startswith(("runs", "state.db")) for k in changed), changed
     line = audit_lines(home)[-1]
     assert (line["caller"], line["tool"], line["outcome"], line["error"]) == ("runtime:a1", "framework_resource_write", "refused", "denied")
 

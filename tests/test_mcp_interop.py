@@ -6,6 +6,7 @@ the SDK would refuse), tests/fakes/mcp_server.py is built on the SDK. Clients of
 are the official SDK client."""
 
 import json
+import re
 import subprocess
 import sys
 import uuid
@@ -75,7 +76,7 @@ def test_a_run_offers_at_most_128_tools_cut_in_source_order():
     assert len(run["tools"]) == 128
     builtin = [n for n in run["tools"] if n.startswith("framework_")]
     assert run["tools"][:len(builtin)] == builtin  # the built-in tools come first
-    numbered = [n for n in run["tools"] if n.startswith("mcp__raw__t")]
+    numbered = [n for n in run["tools"] if re.fullmatch(r"mcp__raw__t\d{4}", n)]
     assert numbered == [f"mcp__raw__t{i:04d}" for i in range(len(numbered))]
     cut = [u["name"] for u in run["unavailable_tools"] if u["reason"] == "too_many_tools"]
     assert cut == [f"mcp__raw__t{i:04d}" for i in range(len(numbered), 200)]

@@ -165,7 +165,7 @@ def test_resource_schema_names_each_field(home):
     doc = fwj("resource", "schema", "provider")
     fields = {f["field"]: f for f in doc["fields"]}
     assert fields["base_url"]["required"] is True and "http or https URL" in fields["base_url"]["accepts"]
-    assert doc["schema"]["properties"].keys() == {"base_url", "api_key_env", "api_key", "description"}
+    assert doc["schema"]["properties"].keys() == {"base_url", "api", "api_key_env", "api_key", "description"}
     assert "body" in {f["field"] for f in fwj("resource", "schema", "prompt")["fields"]}
     human = fw("resource", "schema", "agent")
     assert human.exit_code == 0 and "builtin_tools" in human.stdout

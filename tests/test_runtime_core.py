@@ -17,7 +17,8 @@ from conftest import CANARY
 from fakes import http_mcp
 from fakes.chat_server import ChatServer
 from framework_cli.errors import FwError
-from framework_cli.engine.chat import ChatClient, merge_tool_call_pieces
+from framework_cli.dialects.openai import merge_tool_call_pieces
+from framework_cli.engine.chat import ChatClient
 from framework_cli.http_client import sse_data
 from framework_cli.engine.loop import run_loop
 from framework_cli.runtime.mcp_client import McpConnections, ServerSpec
@@ -78,8 +79,9 @@ def test_two_rounds_call_a_tool_then_answer(stream):
     texts = [e["text"] for e in events if e["type"] == "text"]  # streamed answers are heard as they come
     assert "".join(texts) == ("It is 3." if stream else "") and (len(texts) > 1) is stream
     events = [e for e in events if e["type"] != "text"]
-    assert [e["type"] for e in events] == ["round", "tool_call", "round", "answer"]
-    assert events[1]["outcome"] == "ok" and events[3]["text"] == "It is 3."
+    assert [e["type"] for e in events] == ["round", "tool_start", "tool_call", "round", "answer"]
+    assert events[1]["name"] == "framework_add" and events[2]["outcome"] == "ok" and events[4]["text"] == "It is 3."
+    assert isinstance(events[2]["seconds"], float)
 
 
 def test_streamed_tool_calls_are_merged_by_index():
@@ -190,13 +192,13 @@ def test_a_failing_model_ends_the_loop_as_unavailable():
 
 
 # -- model failures: never the key ----------------------------------------------------------
-def complete_failure(script, key=CANARY, **client_options) -> FwError:
+def complete_failure(script, key=CANARY, reason="model", **client_options) -> FwError:
     with ChatServer(script) as server:
         client = ChatClient(server.base_url, key, "m-1", **client_options)
         with pytest.raises(FwError) as caught:
             client.complete([{"role": "user", "content": "hi"}], [ADD])
     error = caught.value
-    assert error.code == "unavailable" and error.extra["reason"] == "model"
+    assert error.code == "unavailable" and error.extra["reason"] == reason
     return error
 
 
@@ -227,22 +229,25 @@ def test_a_short_key_is_scrubbed_too():
     assert "Zq9x" not in shown(error) and "not allowed" in error.message
 
 
-@pytest.mark.parametrize("step", [
-    {"raw": "not json"},
-    {"raw": ""},
-    {"raw": "{}"},
-    {"raw": '{"choices": []}'},
-    {"raw": '{"choices": [{"message": "text"}]}'},
-    {"raw": '{"choices": [{"message": {"tool_calls": [{"function": {}}]}}]}'},
-    {"raw": "[1, 2]"},
-    {"raw": json.dumps({"error": {"message": f"bad key {CANARY}"}})},
-    {"raw": "data: not json\n\n", "content_type": "text/event-stream"},
-    {"raw": "data: [DONE]\n\n", "content_type": "text/event-stream; charset=utf-8"},
-    {"content": ""},
-    {"content": "", "stream": True},
+@pytest.mark.parametrize("step,reason", [
+    ({"raw": "not json"}, "model"),
+    ({"raw": ""}, "model"),
+    ({"raw": "{}"}, "model"),
+    ({"raw": '{"choices": []}'}, "model"),
+    ({"raw": '{"choices": [{"message": "text"}]}'}, "model_answer"),
+    ({"raw": '{"choices": [{"message": {"tool_calls": [{"function": {}}]}}]}'}, "model_answer"),
+    ({"raw": '{"choices": [{"message": {"tool_calls": [{"function": {"name": "f", "arguments": 5}}]}}]}'}, "model_answer"),
+    ({"raw": "[1, 2]"}, "model"),
+    ({"raw": json.dumps({"error": {"message": f"bad key {CANARY}"}})}, "model"),
+    ({"raw": "data: not json\n\n", "content_type": "text/event-stream"}, "model"),
+    ({"raw": "data: [DONE]\n\n", "content_type": "text/event-stream; charset=utf-8"}, "model"),
+    ({"content": ""}, "model_answer"),
+    ({"content": "", "stream": True}, "model_answer"),
 ], ids=lambda s: repr(s)[:40])
-def test_garbage_answers_are_unavailable(step):
-    error = complete_failure([step])
+def test_garbage_answers_are_unavailable(step, reason):
+    """Not an answer of the API at all (base_url points elsewhere, the provider failed):
+    `model`; an answer whose shape fw cannot use: `model_answer`, the model's failure."""
+    error = complete_failure([step], reason=reason)
     assert error.extra["status"] == 200 and CANARY not in shown(error)
 
 
@@ -305,6 +310,7 @@ def test_an_mcp_server_lists_and_answers_in_its_own_minimal_environment(tmp_path
     monkeypatch.setenv("LANG", "C.UTF-8")
     token = "srv-token-5c1a9e"
     spec, pid_file = fake_server("fake", tmp_path, env={"SERVER_TOKEN": token, "SHORT": "abc"})
+    spec.timeout_seconds = 0.5  # a call's idle limit: `slow` below reaches it
     before = children()
     with McpConnections([spec]) as mcp:
         assert mcp.unavailable == {}
@@ -326,8 +332,8 @@ def test_an_mcp_server_lists_and_answers_in_its_own_minimal_environment(tmp_path
         assert failed["is_error"] is True and failed["content"] == ["Error executing tool fail: cannot use [redacted]"]
         assert mcp.call("fake", "nope", {})["is_error"] is True
         with pytest.raises(FwError) as caught:
-            mcp.call("fake", "slow", {"seconds": 5}, timeout=0.5)
-        assert caught.value.code == "unavailable" and caught.value.extra == {"reason": "mcp_server"}
+            mcp.call("fake", "slow", {"seconds": 5})  # its timeout_seconds: 0.5
+        assert caught.value.code == "unavailable" and caught.value.extra == {"reason": "mcp_timeout"}
         assert mcp.call("fake", "echo", {"text": "still here"})["content"] == ["still here"]
         os.kill(int(pid_file.read_text()), 0)  # alive while the run lasts
     assert_gone(pid_file)

@@ -59,12 +59,18 @@ def test_an_emoji_split_inside_streamed_tool_arguments_reaches_the_tool_whole(ho
 
 
 # -- lone surrogates ---------------------------------------------------------------------------
-def test_a_lone_surrogate_in_a_model_answer_is_invalid_and_the_run_ends(home):
-    with ChatServer([stream(chunk({"content": "half \ud83d"}), chunk({}, "stop"))]) as server:
+def test_a_lone_surrogate_in_a_model_answer_is_the_models_failure_and_the_run_ends(home):
+    """The caller's input was fine: the model's answer is what fw cannot use (`unavailable`,
+    reason `model_answer`), whether it streamed or came whole."""
+    whole = {"raw": json.dumps({"choices": [{"index": 0, "message": {"role": "assistant", "content": "half \ud83d"}}]})}
+    with ChatServer([stream(chunk({"content": "half \ud83d"}), chunk({}, "stop")), whole]) as server:
         setup(server.base_url)
-        r = fw("agent", "run", "a1", "--message", "hi", "--json")
-    assert r.exit_code == 4 and r.json["error"]["code"] == "invalid" and "surrogate" in r.json["error"]["message"], r
-    assert fwj("run", "show", r.json["error"]["run_id"])["status"] == "ended"
+        for _ in range(2):
+            r = fw("agent", "run", "a1", "--message", "hi", "--json")
+            assert r.exit_code == 7, r
+            error = r.json["error"]
+            assert (error["code"], error["reason"]) == ("unavailable", "model_answer") and "surrogate" in error["message"], r
+            assert fwj("run", "show", error["run_id"])["status"] == "ended"
 
 
 def test_a_lone_surrogate_in_a_dispatched_answer_fails_its_turn_without_a_traceback(home):
@@ -80,7 +86,7 @@ def test_a_lone_surrogate_in_a_dispatched_answer_fails_its_turn_without_a_traceb
     assert r.json["turns"] == {"run": 2, "answered": 1, "failed": 1, "cancelled": 0}
     turns = fwj("session", "show", "s1")["session"]["turns"]
     assert [t["status"] for t in turns] == ["failed", "done"]
-    assert turns[0]["error"].startswith("invalid") and "surrogate" in turns[0]["error"]
+    assert turns[0]["error"].startswith("unavailable (model_answer): ") and "surrogate" in turns[0]["error"]
     assert [m["text"] for m in fwj("message", "list", "s1")["messages"]] == ["hello @p1", "again @p1", "fine"]
 
 

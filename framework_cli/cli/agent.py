@@ -195,23 +195,35 @@ def run(
     principal: Annotated[Optional[str], typer.Option("--principal", help="Run as this principal (a managed run: its binding must run this agent and be enabled).")] = None,
     max_rounds: Annotated[Optional[int], typer.Option("--max-rounds", metavar="N", help="Stop after N model calls (default: the binding's limit, else none).")] = None,
     timeout: Annotated[Optional[str], typer.Option("--timeout", metavar="DURATION", help=f"{TIMEOUT_HELP[:-1]}: {DURATION_HELP}.", show_default=False)] = None,
+    continue_: Annotated[bool, typer.Option("--continue", "-c", help="Carry on the agent's last conversation (its earlier messages go to the model first); with none yet, start one. Not with --principal: a managed run's conversation is its session.")] = False,
+    no_stream: Annotated[bool, typer.Option("--no-stream", help="On a terminal too, show the answer once it is whole instead of as it arrives.")] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Run an agent on one message: start a run, let its model call the run's tools until it
     answers (or reaches --max-rounds), then end the run. Every tool call is authorised and
-    audited as the run. The model is reached through the agent's model and provider."""
+    audited as the run, and shown on standard error as it starts and ends. The model is
+    reached through the agent's model and provider. An explicit run (no --principal) keeps its
+    conversation, which --continue carries on."""
     from ..engine.agent_run import agent_run  # lazy: start-up speed
+    from ..errors import FwError  # lazy: start-up speed
     from .output import json_wanted  # lazy: start-up speed
 
+    if continue_ and principal is not None:
+        raise FwError("usage", "--continue carries on an explicit run's conversation; "
+                      "a run as --principal has its session instead",
+                      f"drop --principal (`fw agent run {name} --continue ...`), "
+                      "or post to the principal's session with `fw message post`")
     text = _message(message, message_file)
     home = home_of(ctx)
     as_json = json_wanted(as_json)
-    # On a terminal the answer shows as it arrives; JSON and pipes get it whole, as before.
-    printer = None if as_json else RunPrinter(stream=sys.stdout.isatty())
+    # On a terminal the answer shows as it arrives (unless --no-stream); JSON and pipes get it whole.
+    printer = None if as_json else RunPrinter(stream=sys.stdout.isatty() and not no_stream)
+    conversation = None if principal is not None else "continue" if continue_ else "new"
     try:
         doc = agent_run(home, text, agent=name, principal=principal, max_rounds=max_rounds,
                         timeout=parse_duration(timeout, "--timeout") if timeout is not None else None,
-                        on_event=printer, stream=bool(printer and printer.stream), gateway=run_gateway)
+                        on_event=printer, stream=bool(printer and printer.stream), gateway=run_gateway,
+                        conversation=conversation)
     finally:
         if printer is not None:
             printer.end_line()  # a failure after some text came: the error starts on a line of its own
@@ -227,19 +239,30 @@ def _message(message: Optional[str], message_file: Optional[str]) -> str:
 
 
 def run_progress(event: dict[str, Any]) -> None:
-    """A run's progress on stderr: its start, then each tool call with its outcome."""
-    from .output import write_out  # lazy: start-up speed
+    """A run's progress on stderr: its start, then each tool call as it starts, as it
+    progresses (an MCP tool's notifications) and as it ends, with its outcome and time."""
+    from .output import PROGRESS_LINES, progress_text, write_out  # lazy: start-up speed
 
     if event["type"] == "started":
         run = event["run"]
         left_out = len(run.get("unavailable_tools") or [])
         why = f", {left_out} left out (see `fw run show {run['run_id']}`)" if left_out else ""
         write_out(f"Run {run['run_id']} started as {run['identity']}: {plural(len(run['tools']), 'tool')}{why}.", err=True)
+    elif event["type"] == "tool_start":
+        write_out(f"  tool {event['name']} ...", err=True)
+    elif event["type"] == "tool_progress":
+        if PROGRESS_LINES.due(event):
+            write_out(f"  tool {event['name']}: {progress_text(event)}", err=True)
     elif event["type"] == "tool_call":
         outcome = event["outcome"] + (f" ({event['error']})" if event.get("error") else "")
-        write_out(f"  tool {event['name']}: {outcome}", err=True)
+        took = f" in {_seconds(event['seconds'])}" if isinstance(event.get("seconds"), (int, float)) else ""
+        write_out(f"  tool {event['name']}: {outcome}{took}", err=True)
     elif event["type"] == "retry":
         write_out(f"  model: {event['why']}; trying again in {event['wait']:g} s (try {event['try']} of {event['of']})", err=True)
+
+
+def _seconds(seconds: float) -> str:
+    return f"{seconds * 1000:.0f} ms" if seconds < 1 else f"{seconds:.1f} s"
 
 
 class RunPrinter:

@@ -7,6 +7,7 @@ import os
 import re
 import shlex
 import sys
+import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Annotated, Any
 
@@ -68,6 +69,34 @@ def write_out(text: str, *, err: bool = False, reveal: str | None = None) -> Non
         stream.flush()
     except BrokenPipeError:
         _reader_went_away(stream)
+
+
+# -- a tool call's progress -------------------------------------------------------------
+def progress_text(progress: dict[str, Any]) -> str:
+    """`3/10: copying` (or `3`, `3/10`, `3: copying`): a progress notification in words."""
+    amount = f"{progress['progress']:g}" + (f"/{progress['total']:g}" if progress.get("total") is not None else "")
+    return f"{amount}: {progress['message']}" if progress.get("message") else amount
+
+
+class _ProgressLines:
+    """At most a few progress lines a second for one tool (a server may send hundreds); the
+    last one (progress equal to total) always shows."""
+
+    EVERY = 0.25
+
+    def __init__(self) -> None:
+        self._shown: dict[str, float] = {}
+
+    def due(self, event: dict[str, Any]) -> bool:
+        now, name = time.monotonic(), event["name"]
+        last = event.get("total") is not None and event["progress"] >= event["total"]
+        if last or now - self._shown.get(name, 0.0) >= self.EVERY:
+            self._shown[name] = now
+            return True
+        return False
+
+
+PROGRESS_LINES = _ProgressLines()
 
 
 class StreamedText:

@@ -8,7 +8,7 @@ import typer
 
 from ..tools.service import call_tool, caller_for, list_tools
 from .common import complete_run, complete_tool, home_of
-from .output import JsonOpt, emit, print_json, read_data_arg, table, wrapped
+from .output import PROGRESS_LINES, JsonOpt, emit, print_json, progress_text, read_data_arg, table, wrapped, write_out
 
 app = typer.Typer(help="List and call built-in tools as the Manager (--manager) or as a run (--run RUN).")
 
@@ -33,10 +33,19 @@ def call(
     args: Annotated[str, typer.Option("--args", metavar="JSON|@FILE|-", help="The parameters, a JSON object.")] = "{}",
     as_json: Annotated[bool, typer.Option("--json", help="Accepted for symmetry: tool call always prints JSON.", show_default=False)] = True,
 ) -> None:
-    """Call a tool and print its result as JSON (always JSON, errors included)."""
+    """Call a tool and print its result as JSON (always JSON, errors included). An MCP tool's
+    progress shows on standard error as it comes."""
+    from ..domain.tool_types import CallWatch  # lazy: start-up speed
+
     home = home_of(ctx)
     caller = caller_for(home, manager, run)
-    print_json(call_tool(home, caller, tool, read_data_arg(args, "--args")))
+    watch = CallWatch(on_progress=lambda progress: _show_progress(tool, progress))
+    print_json(call_tool(home, caller, tool, read_data_arg(args, "--args"), watch=watch))
+
+
+def _show_progress(tool: str, progress: dict) -> None:
+    if PROGRESS_LINES.due({"name": tool, **progress}):
+        write_out(f"  tool {tool}: {progress_text(progress)}", err=True)
 
 
 @app.command("catalogue")

@@ -6,6 +6,7 @@ import os
 import shutil
 from typing import Any
 
+from ..dialects import dialect_for
 from ..errors import FwError
 from ..home import secrets
 from ..home.kinds import KINDS, check_name
@@ -79,25 +80,31 @@ def provider_key(home: Home, reference: str, data: dict[str, Any]) -> str:
 
 
 def provider_models(home: Home, reference: str, timeout: float = 10.0) -> dict[str, Any]:
-    """GET {base_url}/models with the stored key; the ids of the models it lists."""
+    """The ids of the models a provider lists, asked in its dialect with the stored key:
+    `GET {base_url}/models` (openai: `Authorization: Bearer`; anthropic: `x-api-key`)."""
     import httpx
 
     shown = resource_read(home, "provider", reference)["data"]
     key = provider_key(home, reference, shown)
-    url = shown["base_url"].rstrip("/") + "/models"
+    dialect = dialect_for(shown.get("api"))
+    request = dialect.models_request(shown["base_url"], key)
+    url = request.url.split("?")[0]
     try:
-        response = httpx.get(url, headers={"Authorization": f"Bearer {key}"}, timeout=timeout, follow_redirects=False)
+        response = httpx.get(request.url, headers=request.headers, timeout=timeout, follow_redirects=False)
     except httpx.HTTPError as exc:
-        raise FwError("unavailable", f"could not reach {url}: {type(exc).__name__}", "check the provider's base_url and the network") from None
+        raise FwError("unavailable", f"could not reach {url}: {type(exc).__name__}",
+                      "check the provider's base_url and the network", reason="model") from None
+    except UnicodeError:
+        raise FwError("unavailable", "the provider's key holds characters an HTTP header cannot carry",
+                      f"store the key again: `fw resource write provider {reference} --api-key-stdin`",
+                      reason="model") from None
     if response.status_code != 200:
         snippet = secrets.redact(response.text).strip()[:200]  # redact first: a cut key is still a key
-        raise FwError("unavailable", f"{url} answered {response.status_code}: {snippet}", "check the key and the base_url")
+        raise FwError("unavailable", f"{url} answered {response.status_code}: {snippet}",
+                      "check the key and the base_url", reason="model", status=response.status_code)
     try:
-        payload = response.json()
-        items = payload["data"] if isinstance(payload, dict) else payload
-        if not isinstance(items, list):
-            raise TypeError
-        models = sorted(str(m["id"]) if isinstance(m, dict) else str(m) for m in items)
+        models = dialect.model_ids(response.json())
     except (ValueError, KeyError, TypeError):
-        raise FwError("unavailable", f"{url} did not answer with a model list", "is base_url an OpenAI-compatible API?") from None
+        raise FwError("unavailable", f"{url} did not answer with a model list", dialect.unreadable_hint,
+                      reason="model") from None
     return {"models": [secrets.redact(m) for m in models]}

@@ -30,6 +30,7 @@ AMBIGUOUS = "ambiguous_name"
 INVALID_NAME = "invalid_name"
 INVALID_SCHEMA = "invalid_schema"
 TOO_MANY = "too_many_tools"
+TASK_REQUIRED = "task_required"  # an MCP tool that must be called as a task (execution.taskSupport: required)
 
 # What chat-completions APIs accept as a tool's name, and how many tools one request may carry.
 TOOL_NAME_RE = re.compile(r"[a-zA-Z0-9_-]{1,64}")
@@ -186,6 +187,12 @@ def _mcp(snapshot: Snapshot) -> list[dict[str, Any]]:
             out.append({"name": f"{MCP_PREFIX}{server}__*", "reason": SOURCE_UNAVAILABLE, "detail": why})
             continue
         for tool in snapshot.mcp_tools[server]:
+            if tool.get("task_support") == "required":  # fw speaks no MCP tasks yet; "optional" is called plainly
+                name = strip_invisible(tool["name"])[0]
+                out.append({"name": f"{MCP_PREFIX}{server}__{name}", "reason": TASK_REQUIRED,
+                            "detail": "the tool must be called as an MCP task (execution.taskSupport: required), "
+                            "which this version of fw does not do"})
+                continue
             name, in_name = strip_invisible(tool["name"])
             description, in_description = strip_invisible(tool.get("description") or "")
             schema, in_schema = strip_invisible(tool.get("input_schema") or NO_PARAMETERS)

@@ -3,8 +3,9 @@ toolset share. Plain data, cheap to import, and low enough that every floor abov
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..home.kinds import KIND_NAMES
@@ -50,3 +51,21 @@ class Tool:
     description: str
     input_schema: dict[str, Any]
     handler: Callable[[Home, Caller, dict[str, Any]], dict[str, Any]]
+    title: str | None = None  # a tool of another source (MCP) may bring its own
+
+
+@dataclass
+class CallWatch:
+    """What a front door lends one tool call while it runs. `on_progress` hears the call's
+    progress (`{"progress", "total"?, "message"?}`, from an MCP server's notifications), in the
+    calling thread; `cancel()` gives the call up (an MCP call then sends
+    `notifications/cancelled`); `attachments`, when a list, receives the bytes of the call's
+    binary content (`{"type", "mimeType", "uri"?, "blob" | "data"}`), which only an MCP front
+    door passes on: every other door shows their size."""
+
+    on_progress: Callable[[dict[str, Any]], None] | None = None
+    attachments: list[dict[str, Any]] | None = None
+    cancelled: threading.Event = field(default_factory=threading.Event)
+
+    def cancel(self) -> None:
+        self.cancelled.set()

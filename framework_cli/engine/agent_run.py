@@ -10,18 +10,20 @@ a model or program that fails, Ctrl-C).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from ..dialects import dialect_for
 from ..domain.identities import get_binding
 from ..domain.probes import provider_key
 from ..domain.runs import EXTERNAL, frozen_data, run_end
-from ..domain.tool_types import Caller
+from ..domain.tool_types import Caller, CallWatch
 from ..errors import FwError, without_lone_surrogates
 from ..home.kinds import KINDS, check_name
 from ..home.records import resource_names
 from ..home.secrets import redact
 from ..home.store import Home
+from ..runtime.conversations import conversation_keep, last_conversation
 from ..tools.service import call_tool, list_tools, open_run
 from .chat import ChatClient
 from .external import DEFAULT_RUNNER_TIMEOUT, ExternalRunner, GatewayStarter, RunJob
@@ -43,6 +45,7 @@ def agent_run(
     history: list[dict[str, Any]] | None = None,
     stream: bool = False,
     gateway: GatewayStarter | None = None,
+    conversation: str | None = None,
 ) -> dict[str, Any]:
     """Run an agent on one message: `{"run_id", "status", "answer", "rounds", "finish_reason",
     "tool_calls"}`. `context` is recorded with the run (the session it is tied to, the event it
@@ -50,13 +53,19 @@ def agent_run(
     `stream` asks the model to stream its answers (their text reaches `on_event` as it comes).
     The run's runner does the work: fw's own model loop, or an external program its harness
     names, which reaches the run through its own gateway (`gateway` serves one; the CLI hands
-    it in). `timeout` bounds each model answer (default 60 s), or an external runner (600 s)."""
+    it in). `timeout` bounds each model answer (default 60 s), or an external runner (600 s).
+    `conversation` keeps an explicit run's conversation for later: `new` starts one,
+    `continue` carries on the agent's last one (its messages come before `message`; none yet:
+    a new one is started)."""
     if not isinstance(message, str) or not message.strip():
         raise FwError("invalid", "a message needs some text", "e.g. fw agent run AGENT --message 'what is in this home?'")
     if max_rounds is not None and (isinstance(max_rounds, bool) or not isinstance(max_rounds, int) or max_rounds < 1):
         raise FwError("invalid", "max_rounds must be a whole number, at least 1", "e.g. --max-rounds 5")
     if timeout is not None:
         check_timeout(timeout)
+    if conversation is not None and (principal is not None or conversation not in ("new", "continue")):
+        raise FwError("invalid", "only an explicit run (no principal) keeps a conversation to continue",
+                      "a managed run's conversation is its session")
     if principal is not None and agent is not None:
         _require_binding_runs(home, principal, agent)
         agent = None  # a managed run runs what its binding names
@@ -65,14 +74,23 @@ def agent_run(
     token = record.pop("gateway_token", "")  # shown to no one: only an external runner gets it
     run_id = record["run_id"]
     try:
+        earlier = last_conversation(home, record["agent"]) if conversation == "continue" else None
+        if earlier is not None:
+            history = [*earlier["messages"], *(history or [])]
         if on_event:
             on_event({"type": "started", "run": record})
         if (record.get("runner") or {}).get("type") == EXTERNAL:
             job = RunJob(home, record, token, sources, message, history, on_event)
-            return ExternalRunner(gateway, timeout if timeout is not None else DEFAULT_RUNNER_TIMEOUT).run(job)
-        turn = Turn(message, history, max_rounds if max_rounds is not None else record.get("max_rounds"),
-                    timeout if timeout is not None else DEFAULT_MODEL_TIMEOUT, stream)
-        return run_model_loop(home, record, sources, turn, on_event)
+            doc = ExternalRunner(gateway, timeout if timeout is not None else DEFAULT_RUNNER_TIMEOUT).run(job)
+            said = [{"role": "user", "content": message}, {"role": "assistant", "content": doc["answer"]}]
+        else:
+            turn = Turn(message, history, max_rounds if max_rounds is not None else record.get("max_rounds"),
+                        timeout if timeout is not None else DEFAULT_MODEL_TIMEOUT, stream)
+            doc = run_model_loop(home, record, sources, turn, on_event)
+            said = turn.said
+        if conversation is not None:
+            conversation_keep(home, record["agent"], earlier["id"] if earlier else None, run_id, said)
+        return doc
     except FwError as exc:
         exc.extra.setdefault("run_id", run_id)
         raise
@@ -93,6 +111,7 @@ class Turn:
     max_rounds: int | None
     timeout: float
     stream: bool = False
+    said: list[dict[str, Any]] = field(default_factory=list)  # by the runner: this turn's messages, the user's first
 
 
 def run_model_loop(home: Home, record: dict[str, Any], sources: Any, turn: Turn, on_event: OnEvent | None) -> dict[str, Any]:
@@ -101,17 +120,30 @@ def run_model_loop(home: Home, record: dict[str, Any], sources: Any, turn: Turn,
     run_id = record["run_id"]
     client = chat_client(home, record, turn.timeout, stream=turn.stream)
     caller = Caller("run", run_id, record)
+
+    def call(name: str, args: Any) -> dict[str, Any]:
+        return call_tool(home, caller, name, args, sources, watch=_progress_watch(name, on_event))
+
     result = run_loop(
         client,
         system=system_prompt(home, record),
         history=turn.history,
         user=turn.message,
         tools=list_tools(home, caller)["tools"],
-        call_tool=lambda name, args: call_tool(home, caller, name, args, sources),
+        call_tool=call,
         max_rounds=turn.max_rounds,
         on_event=on_event,
     )
+    turn.said = result.messages[1 + len(turn.history or []):]  # after the system message and the history
     return result.to_dict(run_id)
+
+
+def _progress_watch(name: str, on_event: OnEvent | None) -> CallWatch | None:
+    """A tool call's progress (an MCP server's notifications) as `tool_progress` events."""
+    if on_event is None:
+        return None
+    shown = without_lone_surrogates(redact(name))
+    return CallWatch(on_progress=lambda progress: on_event({"type": "tool_progress", "name": shown, **progress}))
 
 
 def check_timeout(timeout: Any) -> None:
@@ -142,7 +174,8 @@ def chat_client(home: Home, run: dict[str, Any], timeout: float, *, stream: bool
     model = frozen_data(home, run, "model")["data"]
     provider = frozen_data(home, run, "provider")["data"]
     key = provider_key(home, model["provider"], provider)
-    return ChatClient(provider["base_url"], key, model["model_id"], timeout=timeout, stream=stream)
+    return ChatClient(provider["base_url"], key, model["model_id"], timeout=timeout, stream=stream,
+                      dialect=dialect_for(provider.get("api")), max_tokens=model.get("max_tokens"))
 
 
 def system_prompt(home: Home, run: dict[str, Any]) -> str:

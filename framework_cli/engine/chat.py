@@ -1,9 +1,13 @@
-"""The one place that speaks the OpenAI-compatible chat completions API.
+"""The transport that carries fw's conversation to a model: requests built and answers read
+by the provider's dialect (framework_cli/dialects: chat completions or Anthropic's Messages
+API), sent and read here, the same way for both.
 
 `ChatClient.complete` sends the conversation and the tools, and reads the answer whether it
 comes as one JSON document or as a server-sent event stream (whatever was asked for: some
-servers ignore the `stream` flag). Every failure is `FwError("unavailable", reason="model")`
-with the key scrubbed from anything the server echoed back.
+servers ignore the `stream` flag). A failure is `FwError("unavailable")` with `reason: model`
+(the provider failed, refused or could not be reached) or `reason: model_answer` (it answered,
+but with something fw cannot use: a lone UTF-16 surrogate, a broken tool call), with the key
+scrubbed from anything the server echoed back.
 
 The timeout bounds each answer as a whole, retries included, however slowly it arrives: the
 exchange is read on a thread of its own and the caller waits for its pieces against one
@@ -18,11 +22,12 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
 from typing import Any
 
-from ..errors import FwError
+from ..dialects import dialect_for
+from ..dialects.base import Dialect, HttpRequest, Reply, ServerError, StreamedAnswer, UnreadableAnswer, UnusableAnswer
+from ..errors import FwError, lone_surrogate_at
 from ..home import secrets
 from ..http_client import SseReader, UnreadableStream, http_client
 
@@ -32,41 +37,9 @@ MAX_TRIES = 3  # the first request and two retries
 BACKOFF_SECONDS = (0.5, 1.0)  # before the second and the third try, unless Retry-After says otherwise
 RETRIED_STATUSES = frozenset({408, 409, 429})  # and every 5xx
 EMPTY_IS_AN_ANSWER = frozenset({"length", "content_filter"})  # reported through finish_reason
+MODEL, MODEL_ANSWER = "model", "model_answer"  # the reasons of `unavailable`
 
 OnEvent = Callable[[dict[str, Any]], None]
-
-
-@dataclass
-class ToolCall:
-    id: str
-    name: str
-    arguments: str  # raw JSON text, as the model wrote it; the loop parses it
-
-
-@dataclass
-class Reply:
-    content: str | None
-    tool_calls: list[ToolCall] = field(default_factory=list)
-    finish_reason: str | None = None
-    refusal: str | None = None  # the model declined: this text is its answer
-
-
-class UnreadableAnswer(Exception):
-    """The server answered 2xx with something that is not a chat completion."""
-
-
-class ServerError(Exception):
-    """The server answered 2xx (or mid-stream) with an error object instead of a completion."""
-
-    def __init__(self, error: Any) -> None:
-        super().__init__("an error object")
-        self.error = error
-
-    @property
-    def detail(self) -> str:
-        error = self.error
-        detail = error.get("message") if isinstance(error, dict) else error
-        return str(detail if detail not in (None, "") else json.dumps(error, ensure_ascii=False))
 
 
 class _Retryable(Exception):
@@ -81,27 +54,11 @@ class _Late(Exception):
     """The deadline passed before the answer was whole."""
 
 
-def wire_tool(tool: dict[str, Any]) -> dict[str, Any]:
-    """fw's tool description (name, description, input_schema) as a chat completions tool."""
-    return {
-        "type": "function",
-        "function": {
-            "name": tool["name"],
-            "description": tool.get("description", ""),
-            "parameters": tool["input_schema"],
-        },
-    }
-
-
-def wire_tool_call(call: ToolCall) -> dict[str, Any]:
-    return {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}}
-
-
 class _Exchange:
-    """One POST, sent and read on a thread of its own; the caller takes its pieces (the status
-    and headers, then the body's bytes) against a deadline, so a server that trickles its
-    answer cannot hold the caller past it. A thread given up on stops at its next piece, or at
-    httpx's own timeout (the time that was left when the request was sent)."""
+    """One request, sent and read on a thread of its own; the caller takes its pieces (the
+    status and headers, then the body's bytes) against a deadline, so a server that trickles
+    its answer cannot hold the caller past it. A thread given up on stops at its next piece,
+    or at httpx's own timeout (the time that was left when the request was sent)."""
 
     def __init__(self, request: Any, deadline: float) -> None:
         self.deadline = deadline
@@ -153,17 +110,26 @@ class _Exchange:
 
 
 class ChatClient:
-    """A model behind an OpenAI-compatible API: base_url (ending in /v1), key and model id."""
+    """A model behind its provider's API: base_url (ending in /v1), key and model id, spoken in
+    the provider's dialect (default: chat completions)."""
 
     def __init__(
-        self, base_url: str, api_key: str, model_id: str, *, timeout: float = 60.0, stream: bool = False
+        self, base_url: str, api_key: str, model_id: str, *, timeout: float = 60.0, stream: bool = False,
+        dialect: Dialect | None = None, max_tokens: int | None = None,
     ) -> None:
         secrets.remember(api_key)
-        self.url = base_url.rstrip("/") + "/chat/completions"
+        self.dialect = dialect or dialect_for(None)
+        self.base_url = base_url
         self.model_id = model_id
         self.timeout = timeout
         self.stream = stream
+        self.max_tokens = max_tokens
         self._api_key = api_key
+        self.url = self._chat_request([], None).url  # where answers come from, as messages name it
+
+    def _chat_request(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> HttpRequest:
+        return self.dialect.chat_request(self.base_url, self._api_key, self.model_id, messages, tools,
+                                         stream=self.stream, max_tokens=self.max_tokens)
 
     def complete(
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, on_event: OnEvent | None = None
@@ -171,13 +137,14 @@ class ChatClient:
         """One model call: the reply's text and the tool calls it asks for. `on_event` hears
         the text as it streams in (`{"type": "text", "text"}`) and each retry (`{"type": "retry"}`)."""
         emit = on_event or (lambda event: None)
-        content = _encoded(self._request_body(messages, tools))
+        request = self._chat_request(messages, tools)
+        content = _encoded(request.body or {})
         deadline = time.monotonic() + self.timeout
         tries = 0
         while True:
             tries += 1
             try:
-                return self._try(content, deadline, emit)
+                return self._try(request, content, deadline, emit)
             except _Retryable as failed:
                 wait = failed.wait if failed.wait is not None else BACKOFF_SECONDS[min(tries, len(BACKOFF_SECONDS)) - 1]
                 if tries >= MAX_TRIES or time.monotonic() + wait >= deadline:
@@ -194,33 +161,24 @@ class ChatClient:
                 exc.extra.setdefault("tries", tries)
                 raise
 
-    def _request_body(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> dict[str, Any]:
-        body: dict[str, Any] = {"model": self.model_id, "messages": messages}
-        if tools:
-            body["tools"] = [wire_tool(t) for t in tools]
-        if self.stream:
-            body["stream"] = True
-        return body
-
-    def _request(self, content: bytes, deadline: float) -> Any:
+    def _request(self, request: HttpRequest, content: bytes, deadline: float) -> Any:
         import httpx
 
-        headers = {"Authorization": f"Bearer {self._api_key}", "Content-Type": "application/json"}
         timeout = httpx.Timeout(max(deadline - time.monotonic(), 0.001))
         try:
-            return http_client("https" if self.url.startswith("https:") else "http").build_request(
-                "POST", self.url, content=content, headers=headers, timeout=timeout)
+            return http_client("https" if request.url.startswith("https:") else "http").build_request(
+                request.method, request.url, content=content, headers=request.headers, timeout=timeout)
         except UnicodeError:
             raise self._failure("the provider's key holds characters an HTTP header cannot carry",
                                 "store the key again with `fw resource write provider NAME --api-key-stdin`") from None
         except httpx.InvalidURL:
             raise self._failure(f"{self.url} is not a URL fw can send to", "check the provider's base_url") from None
 
-    def _try(self, content: bytes, deadline: float, emit: OnEvent) -> Reply:
+    def _try(self, request: HttpRequest, content: bytes, deadline: float, emit: OnEvent) -> Reply:
         """One request and its answer, read whole before the deadline."""
         import httpx
 
-        exchange = _Exchange(self._request(content, deadline), deadline)
+        exchange = _Exchange(self._request(request, content, deadline), deadline)
         try:
             try:
                 response = exchange.head()
@@ -250,19 +208,29 @@ class ChatClient:
     def _read_reply(self, exchange: _Exchange, content_type: str, emit: OnEvent) -> Reply:
         try:
             if content_type.split(";")[0].strip().lower() == _STREAMED:
-                reply = read_stream(exchange.body(), emit)
+                on_text = (lambda text: emit({"type": "text", "text": text}))
+                reply = read_stream(exchange.body(), self.dialect.streamed_answer(on_text))
             else:
-                reply = reply_from_completion(_json(b"".join(exchange.body())))
+                reply = self.dialect.reply_from_answer(_json(b"".join(exchange.body())))
         except ServerError as exc:
             raise self._failure(f"{self.url} answered with an error: {self._snippet(exc.detail)}",
                                 _hint_for_error_object(exc.error), 200) from None
+        except UnusableAnswer as exc:
+            raise self._unusable(f"the model {self.model_id!r} gave an answer fw cannot use: {exc}") from None
         except (UnreadableAnswer, UnreadableStream) as exc:
-            raise self._failure(f"{self.url} gave an answer fw cannot read: {exc}",
-                                "is base_url an OpenAI-compatible API (usually ending in /v1)?", 200) from None
+            raise self._failure(f"{self.url} gave an answer fw cannot read: {exc}", self.dialect.unreadable_hint,
+                                200) from None
         if not reply.content and not reply.tool_calls and not reply.refusal and reply.finish_reason not in EMPTY_IS_AN_ANSWER:
-            raise self._failure(f"the model {self.model_id!r} gave an empty answer",
-                                "try again, or check the model's model_id", 200)
+            raise self._unusable(f"the model {self.model_id!r} gave an empty answer")
+        at = lone_surrogate_at({"content": reply.content, "refusal": reply.refusal}, "")
+        if at is not None:
+            raise self._unusable(f"the model {self.model_id!r} answered with a lone UTF-16 surrogate in its {at}, "
+                                 "which is not text")
         return reply
+
+    def _unusable(self, message: str) -> FwError:
+        return self._failure(message, "the model answered, but not with anything fw can use: try again, "
+                             "or another model", 200, reason=MODEL_ANSWER)
 
     def _scrub(self, text: str) -> str:
         """Remove the key (even one shorter than redact's minimum) and every known secret."""
@@ -274,8 +242,9 @@ class ChatClient:
         text = " ".join(self._scrub(body).split())
         return text if len(text) <= SNIPPET_CHARS else text[:SNIPPET_CHARS] + "..."
 
-    def _failure(self, message: str, hint: str, status: int | None = None, tries: int | None = None) -> FwError:
-        extra: dict[str, Any] = {"reason": "model", "status": status}
+    def _failure(self, message: str, hint: str, status: int | None = None, tries: int | None = None, *,
+                 reason: str = MODEL) -> FwError:
+        extra: dict[str, Any] = {"reason": reason, "status": status}
         if tries is not None:
             extra["tries"] = tries
         return FwError("unavailable", self._scrub(message), hint, **extra)
@@ -286,6 +255,28 @@ def _encoded(body: dict[str, Any]) -> bytes:
         return json.dumps(body, ensure_ascii=False).encode()
     except UnicodeEncodeError:  # a lone surrogate somewhere: the escaped form is still valid JSON
         return json.dumps(body).encode()
+
+
+def _json(data: bytes) -> Any:
+    try:
+        return json.loads(data)
+    except ValueError:
+        raise UnreadableAnswer("not JSON") from None
+
+
+def read_stream(body: Iterator[bytes], answer: StreamedAnswer) -> Reply:
+    """A streamed answer read as its bytes arrive, event by event, until the dialect says it is whole."""
+    reader = SseReader()
+    for data in body:
+        for event in reader.feed(data):
+            answer.add(event)
+            if answer.done:
+                return answer.reply()
+    for event in reader.finish():
+        answer.add(event)
+        if answer.done:
+            break
+    return answer.reply()
 
 
 def _tries(tries: int) -> str:
@@ -338,225 +329,10 @@ def _hint_for_error_object(error: Any) -> str:
         return _hint_for_status(401)
     if any(w in words for w in ("rate", "quota", "limit_exceeded")):
         return _hint_for_status(429)
+    if "overloaded" in words:
+        return _hint_for_status(529)
     if "context" in words or "length" in words:
         return "the conversation is longer than the model accepts: use a model with a larger context, or a lower --max-rounds"
     if "not_found" in words or "model" in words:
         return _hint_for_status(404)
     return "the provider reported this error: see its message; try again, or check the model's model_id"
-
-
-# -- reading answers -----------------------------------------------------------------------
-def _json(data: bytes) -> Any:
-    try:
-        return json.loads(data)
-    except ValueError:
-        raise UnreadableAnswer("not JSON") from None
-
-
-def reply_from_completion(payload: Any) -> Reply:
-    choice = _first_choice(payload)
-    message = choice.get("message")
-    if not isinstance(message, dict):
-        raise UnreadableAnswer("its first choice has no message")
-    wire_calls = message.get("tool_calls") or []
-    if not isinstance(wire_calls, list):
-        raise UnreadableAnswer("tool_calls is not a list")
-    calls = [_tool_call(position, wire) for position, wire in enumerate(wire_calls)]
-    refusal = message.get("refusal")
-    return Reply(_text(message.get("content")), calls, _finish_reason(choice), refusal if isinstance(refusal, str) and refusal else None)
-
-
-def _first_choice(payload: Any) -> dict[str, Any]:
-    if not isinstance(payload, dict):
-        raise UnreadableAnswer("not a JSON object")
-    _raise_for_error_object(payload)
-    choices = payload.get("choices")
-    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-        raise UnreadableAnswer("no choices")
-    return choices[0]
-
-
-def _raise_for_error_object(payload: dict[str, Any]) -> None:
-    """Some servers answer 200 (or mid-stream) with {"error": ...} instead of an error status.
-    The client redacts the server's message, then cuts it."""
-    error = payload.get("error")
-    if error:
-        raise ServerError(error)
-
-
-def _finish_reason(choice: dict[str, Any]) -> str | None:
-    reason = choice.get("finish_reason")
-    return reason if isinstance(reason, str) and reason else None
-
-
-def _text(content: Any) -> str | None:
-    """The message text: a string, or (some servers) a list of text parts."""
-    if content is None or isinstance(content, str):
-        return content
-    if isinstance(content, list) and all(isinstance(p, dict) for p in content):
-        return "".join(str(p.get("text", "")) for p in content if p.get("type", "text") == "text")
-    raise UnreadableAnswer("content is neither text nor a list of text parts")
-
-
-def _tool_call(position: int, wire: Any) -> ToolCall:
-    function = wire.get("function") if isinstance(wire, dict) else None
-    if not isinstance(function, dict) or not isinstance(function.get("name"), str) or not function["name"]:
-        raise UnreadableAnswer("a tool call has no function name")
-    return ToolCall(_call_id(wire.get("id"), position), function["name"], _arguments_text(function.get("arguments")))
-
-
-def _call_id(value: Any, position: int) -> str:
-    # The id only pairs a tool result with its call; a server that omits it still gets a stable one.
-    return value if isinstance(value, str) and value else f"call_{position}"
-
-
-def _arguments_text(arguments: Any) -> str:
-    if arguments is None:
-        return ""
-    if isinstance(arguments, str):
-        return arguments
-    if isinstance(arguments, (dict, list)):  # a few servers send the object itself
-        return json.dumps(arguments, ensure_ascii=False)
-    raise UnreadableAnswer("a tool call's arguments are neither text nor an object")
-
-
-def joined(pieces: list[str]) -> str:
-    """Streamed text pieces as one text. A character outside the BMP that a server sent as a
-    surrogate pair split over two chunks becomes the one character it is."""
-    text = "".join(pieces)
-    if any("\ud800" <= ch <= "\udbff" for ch in text):
-        text = text.encode("utf-16", "surrogatepass").decode("utf-16", "surrogatepass")
-    return text
-
-
-# -- streamed answers ----------------------------------------------------------------------
-class StreamedReply:
-    """The pieces of a streamed answer as they come: the content deltas (heard by `on_text`
-    as they arrive), the refusal, the tool-call pieces and the last finish_reason."""
-
-    def __init__(self, on_text: Callable[[str], None] | None = None) -> None:
-        self.content: list[str] = []
-        self.refusal: list[str] = []
-        self.pieces: list[Any] = []
-        self.finish_reason: str | None = None
-        self.chunks = 0
-        self.done = False
-        self._on_text = on_text
-        self._high: str = ""  # a high surrogate waiting for its pair in the next piece
-
-    def add(self, data: str) -> None:
-        if data.strip() == "[DONE]":
-            self.done = True
-            return
-        for choice in _choices(_chunk(data)):
-            self.chunks += 1
-            self.finish_reason = _finish_reason(choice) or self.finish_reason
-            delta = choice.get("delta", choice.get("message")) or {}
-            if not isinstance(delta, dict):
-                raise UnreadableAnswer("a streamed delta is not an object")
-            text_piece = _text(delta.get("content"))
-            if text_piece:
-                self.content.append(text_piece)
-                self._heard(text_piece)
-            if isinstance(delta.get("refusal"), str):
-                self.refusal.append(delta["refusal"])
-            wire_pieces = delta.get("tool_calls") or []
-            if not isinstance(wire_pieces, list):
-                raise UnreadableAnswer("a streamed tool_calls is not a list")
-            self.pieces.extend(wire_pieces)
-
-    def _heard(self, piece: str) -> None:
-        if self._on_text is None:
-            return
-        piece, self._high = joined([self._high, piece]), ""
-        if piece and "\ud800" <= piece[-1] <= "\udbff":
-            piece, self._high = piece[:-1], piece[-1]
-        if piece:
-            self._on_text(piece)
-
-    def reply(self) -> Reply:
-        if not self.chunks:
-            raise UnreadableAnswer("the stream held no choices")
-        return Reply(joined(self.content) if self.content else None, merge_tool_call_pieces(self.pieces),
-                     self.finish_reason, joined(self.refusal) or None)
-
-
-def read_stream(body: Iterator[bytes], emit: OnEvent | None = None) -> Reply:
-    """A streamed answer read as its bytes arrive; each text piece is emitted as it comes."""
-    on_text = (lambda text: emit({"type": "text", "text": text})) if emit else None
-    reader, reply = SseReader(), StreamedReply(on_text)
-    for data in body:
-        for event in reader.feed(data):
-            reply.add(event)
-            if reply.done:
-                return reply.reply()
-    for event in reader.finish():
-        reply.add(event)
-        if reply.done:
-            break
-    return reply.reply()
-
-
-def _chunk(data: str) -> dict[str, Any]:
-    try:
-        chunk = json.loads(data)
-    except ValueError:
-        raise UnreadableAnswer("a streamed chunk is not JSON") from None
-    if not isinstance(chunk, dict):
-        raise UnreadableAnswer("a streamed chunk is not a JSON object")
-    _raise_for_error_object(chunk)
-    return chunk
-
-
-def _choices(chunk: dict[str, Any]) -> list[dict[str, Any]]:
-    """The first choice of a chunk; a usage-only chunk has no choices and gives none."""
-    choices = chunk.get("choices") or []
-    if not isinstance(choices, list):
-        raise UnreadableAnswer("a streamed chunk's choices is not a list")
-    first = []
-    for choice in choices:
-        if not isinstance(choice, dict):
-            raise UnreadableAnswer("a streamed choice is not an object")
-        if choice.get("index", 0) == 0:
-            first.append(choice)
-    return first
-
-
-def merge_tool_call_pieces(pieces: list[Any]) -> list[ToolCall]:
-    """Streamed tool calls come in pieces keyed by `index` (or, from servers that send none,
-    by the call's `id`): the id and name arrive with the first piece, the arguments text is
-    spread over all of them."""
-    merged: dict[int, dict[str, Any]] = {}
-    by_id: dict[str, int] = {}
-    for piece in pieces:
-        if not isinstance(piece, dict):
-            raise UnreadableAnswer("a streamed tool call piece is not an object")
-        slot_index = _piece_index(piece, merged, by_id)
-        slot = merged.setdefault(slot_index, {"id": None, "name": None, "arguments": []})
-        function = piece.get("function") or {}
-        if not isinstance(function, dict):
-            raise UnreadableAnswer("a streamed tool call's function is not an object")
-        slot["id"] = slot["id"] or piece.get("id")
-        if isinstance(slot["id"], str) and slot["id"]:
-            by_id.setdefault(slot["id"], slot_index)
-        slot["name"] = slot["name"] or function.get("name")
-        if function.get("arguments"):
-            slot["arguments"].append(_arguments_text(function["arguments"]))
-    calls = []
-    for position, index in enumerate(sorted(merged)):
-        slot = merged[index]
-        if not isinstance(slot["name"], str) or not slot["name"]:
-            raise UnreadableAnswer("a streamed tool call has no function name")
-        calls.append(ToolCall(_call_id(slot["id"], position), slot["name"], joined(slot["arguments"])))
-    return calls
-
-
-def _piece_index(piece: dict[str, Any], merged: dict[int, Any], by_id: dict[str, int]) -> int:
-    index = piece.get("index")
-    if isinstance(index, int) and not isinstance(index, bool):
-        return index
-    # Without an index: the call of the same id, a new call for a new id, else the last call.
-    call_id = piece.get("id")
-    if isinstance(call_id, str) and call_id:
-        return by_id[call_id] if call_id in by_id else max(merged, default=-1) + 1
-    return max(merged, default=0)

@@ -242,7 +242,8 @@ class Dispatcher:
         except FwError as exc:
             if exc.extra.get("reason") == "binding_disabled":
                 return Outcome(BACKLOG)  # disabled since it was claimed: it waits for the binding again
-            return Outcome(FAILED, redact(f"{exc.code}: {exc.message}"))
+            reason = exc.extra.get("reason")  # e.g. unavailable (model_answer): the model answered unusably
+            return Outcome(FAILED, redact(f"{exc.code}{f' ({reason})' if reason else ''}: {exc.message}"))
         except Exception as exc:  # a bug must fail this work only, never the dispatcher
             return Outcome(FAILED, f"internal: unexpected error: {type(exc).__name__}")
 

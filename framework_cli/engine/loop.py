@@ -4,20 +4,23 @@ stop when it asks for none or after `max_rounds` model calls.
 A refused or failing tool call never ends the run: it becomes the tool message the model
 reads next (the error document), so the model can correct itself. Only the model failing
 (`FwError` unavailable from the chat client) ends the loop early. The loop never prints: the
-caller follows its progress through `on_event`.
+caller follows its progress through `on_event` (each round, each tool call as it starts and as
+it ends, the answer). The loop knows no API: it speaks fw's conversation (dialects/base.py),
+and each assistant message goes back to the model as its dialect kept it.
 """
 
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ..errors import FwError, refuse_lone_surrogates, without_lone_surrogates
+from ..dialects.base import Reply, ToolCall, conversation_tool_call
+from ..errors import FwError, without_lone_surrogates
 from ..home.secrets import redact
 from ..runtime.documents import redact_document
-from .chat import Reply, ToolCall, wire_tool_call
 
 # Codes that mean "not allowed" rather than "went wrong": the model should not simply retry.
 REFUSAL_CODES = frozenset({"denied", "run_ended", "lease_expired", "session_ended"})
@@ -71,7 +74,6 @@ def run_loop(
     while max_rounds is None or result.rounds < max_rounds:
         emit({"type": "round", "n": result.rounds + 1})
         reply = client.complete(result.messages, tools, emit)
-        refuse_lone_surrogates(reply.content, "content", "the model's answer")
         result.rounds += 1
         result.answer = redact(reply.content or reply.refusal or "")  # a refusal's text is the answer
         result.finish_reason = reply.finish_reason
@@ -82,10 +84,13 @@ def run_loop(
         # Every call the model asked for runs, also in the last allowed round: a call such as a
         # reply on a platform is the point of the run even when the model never reads its result.
         for call in reply.tool_calls:
+            shown = without_lone_surrogates(redact(call.name))
+            emit({"type": "tool_start", "id": call.id, "name": shown})
+            started = time.monotonic()
             record, content = answer_tool_call(call, call_tool)
             result.tool_calls.append(record)
             result.messages.append({"role": "tool", "tool_call_id": call.id, "content": content})
-            emit({"type": "tool_call", "id": call.id, **record})
+            emit({"type": "tool_call", "id": call.id, **record, "seconds": round(time.monotonic() - started, 3)})
         over = next((r["error"] for r in result.tool_calls[-len(reply.tool_calls):] if r.get("error") in RUN_OVER), None)
         if over is not None:  # ended meanwhile (a cancelled task, `fw run end`): the model is not asked again
             raise FwError(over, "the run can act no more: it was ended, or its lease ran out, while its agent worked",
@@ -95,14 +100,19 @@ def run_loop(
 
 
 def assistant_message(reply: Reply) -> dict[str, Any]:
+    """The reply as the conversation's next message, with what its dialect keeps of it (a
+    thinking model's reasoning, sent back within this loop and never stored)."""
     message: dict[str, Any] = {"role": "assistant", "content": reply.content}
     if reply.tool_calls:
         # A call whose name or arguments hold a lone surrogate is refused (`invalid`); the
         # model reads it back with U+FFFD in its place, since no request could carry it.
         message["tool_calls"] = [
-            wire_tool_call(ToolCall(call.id, without_lone_surrogates(call.name), without_lone_surrogates(call.arguments)))
+            conversation_tool_call(ToolCall(call.id, without_lone_surrogates(call.name),
+                                            without_lone_surrogates(call.arguments)))
             for call in reply.tool_calls
         ]
+    for key, value in reply.kept.items():
+        message.setdefault(key, value)
     return message
 
 

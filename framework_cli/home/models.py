@@ -61,9 +61,14 @@ def _no_duplicates(values: list[str], field: str) -> None:
 
 
 class Provider(Strict):
-    """An OpenAI-compatible endpoint and the key that opens it."""
+    """A model API's endpoint, the dialect it speaks and the key that opens it."""
 
     base_url: Url = Field(description="http(s) URL of the API, e.g. https://api.openai.com/v1")
+    api: Literal["openai", "anthropic"] | None = Field(
+        None,
+        description="the API it speaks: openai (chat completions; the default when absent) or anthropic "
+        "(the Messages API, e.g. base_url https://api.anthropic.com/v1)",
+    )
     api_key_env: EnvName | None = Field(None, description="environment variable holding the key")
     api_key: str | None = Field(
         None,
@@ -89,6 +94,10 @@ class Model(Strict):
     provider: Name
     model_id: str = Field(min_length=1)
     capabilities: ModelCapabilities = Field(default_factory=ModelCapabilities)
+    max_tokens: int | None = Field(
+        None, ge=1, description="the most tokens an answer may hold; absent: 4096 for an anthropic provider, "
+        "and none sent to an openai one",
+    )
     description: str | None = None
 
 
@@ -114,6 +123,17 @@ class Mcp(Strict):
     env: dict[EnvName, str] = Field(default_factory=dict, description="values are secrets")
     url: Url | None = None
     headers: dict[str, str] = Field(default_factory=dict, description="values are secrets")
+    timeout_seconds: float | None = Field(
+        None, gt=0, le=86400, description="a tool call's idle limit: given up (and cancelled) after this long without "
+        "an answer or a progress notification; absent: 60",
+    )
+    startup_seconds: float | None = Field(
+        None, gt=0, le=3600, description="how long the server gets to start and list its tools; absent: 10",
+    )
+    max_seconds: float | None = Field(
+        None, gt=0, le=864000,
+        description="a tool call's hard limit, progress or not; absent: 10 times timeout_seconds",
+    )
     description: str | None = None
 
     @model_validator(mode="after")
@@ -128,6 +148,8 @@ class Mcp(Strict):
                 raise ValueError("an http mcp needs a url")
             if self.command is not None or self.args or self.env:
                 raise ValueError("command, args and env are for transport stdio only")
+        if self.max_seconds is not None and self.max_seconds < (self.timeout_seconds or 60):
+            raise ValueError("max_seconds must be at least timeout_seconds (60 when absent)")
         return self
 
 
@@ -269,6 +291,7 @@ TYPE_WORDS = {
     "missing": "is required",
     "bool_type": "must be true or false",
     "int_type": "must be a whole number",
+    "float_type": "must be a number",
     "string_type": "must be text",
     "list_type": "must be a list",
     "dict_type": "must be a mapping of fields",
@@ -290,6 +313,10 @@ def field_path(loc: tuple[Any, ...]) -> str:
     return out
 
 
+def _number(value: Any) -> str:
+    return f"{value:g}" if isinstance(value, (int, float)) else str(value)
+
+
 def _plain_words(err: dict[str, Any]) -> str:
     kind, ctx = err["type"], err.get("ctx") or {}
     if kind == "string_pattern_mismatch":
@@ -298,6 +325,10 @@ def _plain_words(err: dict[str, Any]) -> str:
         return f"must be {ctx.get('expected', 'one of the documented values')}"
     if kind == "greater_than_equal":
         return f"must be at least {ctx.get('ge')}"
+    if kind == "greater_than":
+        return f"must be more than {_number(ctx.get('gt'))}"
+    if kind == "less_than_equal":
+        return f"must be at most {_number(ctx.get('le'))}"
     if kind in TYPE_WORDS:
         return TYPE_WORDS[kind]
     return str(err["msg"]).removeprefix("Value error, ").replace("Input should be", "must be")
@@ -379,7 +410,8 @@ def _accepts(prop: dict[str, Any], defs: dict[str, Any]) -> str:
         return f"a list, each {_accepts(prop.get('items', {}), defs)}"
     if kind == "object":
         return f"a mapping of names to {_accepts(prop.get('additionalProperties') or {'type': 'string'}, defs)}"
-    return {"boolean": "true or false", "integer": "a whole number", "string": "text"}.get(kind or "", "any value")
+    words = {"boolean": "true or false", "integer": "a whole number", "number": "a number", "string": "text"}
+    return words.get(kind or "", "any value")
 
 
 def field_table(kind: str) -> list[dict[str, Any]]:

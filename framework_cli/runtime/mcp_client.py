@@ -14,16 +14,25 @@ Each server is owned by one task, in an event loop that runs in a background thr
 anyio blocking portal), from its start to its close. Callers stay synchronous: `call` hands
 the request to that loop and waits.
 
-A server that fails, or does not start, initialise and list its tools within `start_timeout`,
-is recorded in `unavailable` and never raises: the run goes on without its tools.
+A server that fails, or does not start, initialise and list its tools within its
+`startup_seconds`, is recorded in `unavailable` and never raises: the run goes on without its tools.
+
+A tool call asks for progress (a `progressToken` in `_meta`). Its idle limit (`timeout_seconds`)
+starts again with each progress notification, up to a hard limit (`max_seconds`); the progress
+is handed to the caller as it comes. A call given up on at a limit, or cancelled (the caller
+was interrupted, the run's connections are closing), sends `notifications/cancelled` for its
+request id, so that the server can stop working on it.
 """
 
 from __future__ import annotations
 
+import base64
+import concurrent.futures
 import contextlib
 import itertools
 import json
 import os
+import queue
 import shutil
 import signal
 import sys
@@ -54,6 +63,11 @@ STDERR_LINE_KEPT = 16384  # bytes of each line kept (more than is shown, so a se
 STDERR_SHOWN_CHARS = 1500
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024  # one JSON-RPC line; a server sending more is dropped
 STOP_GRACE = 2.0  # seconds a stdio server gets to exit once its stdin closes; then SIGTERM, then SIGKILL
+TIMEOUT_SECONDS = 60.0  # a tool call's idle limit, unless the mcp says otherwise (CONTRACT section 13)
+STARTUP_SECONDS = 10.0  # to start and list the tools
+HARD_LIMIT_TIMES = 10  # max_seconds, unless given: this many times timeout_seconds
+CANCEL_WAIT = 1.0  # for calls being cancelled to send their notifications/cancelled, as the connections close
+PROGRESS_MESSAGE_CHARS = 200
 
 # The SDK's stdio client always adds the parent's HOME, LOGNAME, PATH, SHELL, TERM and USER to
 # a server's environment, and stops only the server's own process group. So each server runs
@@ -73,26 +87,38 @@ class ServerSpec:
     url: str | None = None
     headers: dict[str, str] = field(default_factory=dict)  # secret values
     cwd: str | None = None
+    timeout_seconds: float = TIMEOUT_SECONDS  # a call's idle limit
+    startup_seconds: float = STARTUP_SECONDS
+    max_seconds: float | None = None  # a call's hard limit; None: HARD_LIMIT_TIMES x timeout_seconds
+
+    @property
+    def hard_limit(self) -> float:
+        return self.max_seconds if self.max_seconds is not None else HARD_LIMIT_TIMES * self.timeout_seconds
 
 
 class McpConnections:
     """The MCP connections of one run, as a context manager:
 
         with McpConnections(specs) as mcp:
-            mcp.tools        # {server: [{"name", "title", "description", "input_schema", "annotations"}]}
+            mcp.tools        # {server: [{"name", "title", "description", "input_schema", "annotations",
+                             #            "task_support"}]}
             mcp.unavailable  # {server: why it is not there}
             mcp.call("files", "read", {"path": "a.txt"})
 
     The tools are listed as the server gave them (names, schemas and all, redacted): the
-    projection decides which of them a run may be offered.
+    projection decides which of them a run may be offered. `start_timeout` overrides each
+    server's `startup_seconds`; `stop_grace` is how long a stdio server gets to exit once told.
     """
 
-    def __init__(self, servers: list[ServerSpec], start_timeout: float = 10.0) -> None:
+    def __init__(self, servers: list[ServerSpec], start_timeout: float | None = None,
+                 stop_grace: float = STOP_GRACE) -> None:
         for spec in servers:
             secrets.remember(spec.env)
             secrets.remember(spec.headers)
         self.servers = list(servers)
         self.start_timeout = start_timeout
+        self.stop_grace = stop_grace
+        self._active: set[_Call] = set()  # calls in flight, in the event loop
         self.tools: dict[str, list[dict[str, Any]]] = {}
         self.unavailable: dict[str, str] = {}
         self._connections: dict[str, _Connection] = {}
@@ -123,15 +149,18 @@ class McpConnections:
         if self._supervisor is None:
             return
         try:
+            self._portal.call(self._cancel_calls, "fw's run ended or was interrupted while the call was running")
             self._portal.call(self._closing.set)
             self._supervisor.result()  # every server closed, every process reaped
         finally:
             self._supervisor = None
             self._stack.close()  # stops the event loop and joins its thread
 
-    def call(self, server: str, tool: str, args: dict[str, Any], timeout: float = 60.0) -> dict[str, Any]:
-        """Call one tool of one server: {"content": [text...], "is_error", "structured"}, redacted.
-        Several threads may call at once; each call is answered on its own."""
+    def call(self, server: str, tool: str, args: dict[str, Any], watch: Any = None) -> dict[str, Any]:
+        """Call one tool of one server: {"content": [text or item...], "is_error", "structured"},
+        redacted. Several threads may call at once; each call is answered on its own. `watch`
+        (a CallWatch) hears the call's progress in this thread, may cancel it, and may collect
+        the bytes of its binary content."""
         conn = self._connections.get(server)
         if conn is None or self._supervisor is None:
             why = self.unavailable.get(server, "it is not one of this run's MCP servers")
@@ -139,7 +168,24 @@ class McpConnections:
                 why = "the run's MCP connections are closed"
             raise FwError("unavailable", f"MCP server {server!r} is not available: {why}",
                           check_hint(server), reason="mcp_server")
-        return self._portal.call(self._call, conn, tool, args, timeout)
+        updates: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        why: dict[str, str] = {}  # why the caller gave the call up, for the server
+        future = self._portal.start_task_soon(self._call, conn, tool, args, updates.put, why)
+        future.add_done_callback(lambda _: updates.put(_FINISHED))
+        try:
+            _follow(updates, future, watch, why)
+        except BaseException:  # interrupted here (Ctrl-C, SIGTERM): the call is given up, and cancelled
+            why.setdefault("reason", "fw was interrupted while the call was running")
+            future.cancel()
+            raise
+        try:
+            doc, attachments = future.result()
+        except concurrent.futures.CancelledError:
+            raise FwError("interrupted", f"the call of {tool} on MCP server {server!r} was cancelled",
+                          "the caller gave it up; the server was sent notifications/cancelled") from None
+        if watch is not None and getattr(watch, "attachments", None) is not None:
+            watch.attachments.extend(attachments)
+        return doc
 
     # -- inside the event loop -----------------------------------------------------------
     async def _supervise(self, *, task_status: Any) -> None:
@@ -148,17 +194,20 @@ class McpConnections:
         import anyio
 
         self._closing = anyio.Event()
-        connections = [_Connection(spec) for spec in self.servers]
+        connections = [_Connection(spec, self.stop_grace) for spec in self.servers]
+        began = anyio.current_time()
+        limit = {id(conn): self.start_timeout or conn.spec.startup_seconds for conn in connections}
         async with anyio.create_task_group() as group:
             for conn in connections:
                 group.start_soon(self._own, conn)
-            with anyio.move_on_after(self.start_timeout):
-                for conn in connections:
+            for conn in sorted(connections, key=lambda c: limit[id(c)]):
+                with anyio.move_on_after(began + limit[id(conn)] - anyio.current_time()):
                     await conn.settled.wait()
             for conn in connections:
                 if not conn.settled.is_set():
                     # Report it now; its process is stopped in the background, before __exit__ returns.
-                    conn.give_up(conn.with_stderr(f"did not start and list its tools within {self.start_timeout:g} s"))
+                    conn.give_up(conn.with_stderr(f"did not start and list its tools within {limit[id(conn)]:g} s "
+                                                  "(the mcp's startup_seconds)"))
             task_status.started(connections)
             await self._closing.wait()
 
@@ -177,16 +226,35 @@ class McpConnections:
         finally:
             conn.settled.set()
 
-    async def _call(self, conn: _Connection, tool: str, args: dict[str, Any], timeout: float) -> dict[str, Any]:
+    async def _call(self, conn: _Connection, tool: str, args: dict[str, Any], report: Any,
+                    why: dict[str, str]) -> tuple[dict[str, Any], list[Any]]:
+        """One call, within its limits: the idle limit, moved on by each progress notification,
+        and the hard limit. A call given up on, or cancelled, sends notifications/cancelled."""
         import anyio
 
+        spec = conn.spec
+        call = _Call(spec.timeout_seconds, anyio.current_time() + spec.hard_limit, report)
+        self._active.add(call)
+        try:
+            with call.outer:
+                try:
+                    with call.limit:
+                        return tool_result_document(await self._request(conn, tool, args, call))
+                    await call.give_up(conn.link, "it reached fw's time limit")
+                    raise _limit_reached(spec, tool, call)
+                except anyio.get_cancelled_exc_class():
+                    with anyio.CancelScope(shield=True):
+                        await call.give_up(conn.link, call.reason or why.get("reason") or "the caller gave the call up")
+                    raise
+            raise FwError("interrupted", f"the call of {tool} on MCP server {spec.name!r} was cancelled: {call.reason}",
+                          "the server was sent notifications/cancelled")
+        finally:
+            self._active.discard(call)
+
+    async def _request(self, conn: _Connection, tool: str, args: dict[str, Any], call: _Call) -> dict[str, Any]:
         name = conn.spec.name
         try:
-            with anyio.fail_after(timeout):
-                result = await conn.link.call_tool(tool, args)
-        except TimeoutError:
-            raise FwError("unavailable", f"MCP server {name!r} did not answer {tool} within {timeout:g} s",
-                          "the server may be stuck; try again or check it", reason="mcp_server") from None
+            return await conn.link.call_tool(tool, args, call)
         except Exception as exc:
             if _is_remote_error(exc):  # the server answered the call with a JSON-RPC error
                 raise FwError("unavailable", f"MCP server {name!r} refused {tool}: {describe_failure(exc)}",
@@ -194,7 +262,114 @@ class McpConnections:
             why = await conn.explain(describe_failure(exc))
             raise FwError("unavailable", f"MCP server {name!r} failed on {tool}: {why}",
                           check_hint(name), reason="mcp_server") from None
-        return tool_result_document(result)
+
+    async def _cancel_calls(self, why: str) -> None:
+        """Cancel every call in flight (each tells its server so), and wait a moment for them."""
+        import anyio
+
+        for call in list(self._active):
+            call.reason = call.reason or why
+            call.outer.cancel()
+        with anyio.move_on_after(CANCEL_WAIT):
+            while self._active:
+                await anyio.sleep(0.005)
+
+
+_FINISHED = object()  # put after a call's last progress: its result is ready
+
+
+def _follow(updates: Any, future: Any, watch: Any, why: dict[str, str]) -> None:
+    """Wait in the caller's thread for a call to finish, handing its progress to the watch as
+    it comes, and cancelling the call when the watch is cancelled."""
+    while True:
+        try:
+            item = updates.get(timeout=0.1)
+        except queue.Empty:
+            if watch is not None and watch.cancelled.is_set():
+                why.setdefault("reason", "fw's client cancelled the call, or left")
+                future.cancel()
+            continue
+        if item is _FINISHED:
+            return
+        if watch is not None and watch.on_progress is not None:
+            watch.on_progress(item)
+
+
+def _limit_reached(spec: ServerSpec, tool: str, call: _Call) -> FwError:
+    if call.hard_reached:
+        message = (f"MCP server {spec.name!r} did not finish {tool} within {spec.hard_limit:g} s "
+                   "(the mcp's max_seconds), progress or not; the call was cancelled")
+        fix = (f"raise the mcp's max_seconds: "
+               f"fw resource write mcp {spec.name} --data '{{\"max_seconds\": {2 * spec.hard_limit:g}}}'")
+    else:
+        message = (f"MCP server {spec.name!r} did not answer {tool} within {spec.timeout_seconds:g} s "
+                   "(the mcp's timeout_seconds), nor report progress; the call was cancelled")
+        fix = (f"the server may be stuck; if the tool is just slow, raise the mcp's timeout_seconds: "
+               f"fw resource write mcp {spec.name} --data '{{\"timeout_seconds\": {2 * spec.timeout_seconds:g}}}'")
+    return FwError("unavailable", message, fix, reason="mcp_timeout")
+
+
+class _Call:
+    """One tool call in flight: its request id (once sent), its limits, and where its progress goes."""
+
+    def __init__(self, idle: float, hard: float, report: Any) -> None:
+        import anyio
+
+        self.idle, self.hard, self.report = idle, hard, report
+        self.request_id: int | None = None
+        self.reason: str | None = None  # why it was cancelled
+        self.outer = anyio.CancelScope()  # cancelled when the connections close
+        self.limit = anyio.CancelScope(deadline=min(anyio.current_time() + idle, hard))
+
+    @property
+    def hard_reached(self) -> bool:
+        import anyio
+
+        return anyio.current_time() >= self.hard
+
+    def progressed(self, params: dict[str, Any]) -> None:
+        """A progress notification of this call: the idle limit starts again (never past the
+        hard one), and the caller hears it."""
+        import anyio
+
+        doc = progress_document(params)
+        if doc is None:
+            return
+        self.limit.deadline = min(anyio.current_time() + self.idle, self.hard)
+        if self.report is not None:
+            self.report(doc)
+
+    async def give_up(self, link: Any, why: str) -> None:
+        """Tell the server the call is given up (once it was sent), within a moment."""
+        import anyio
+
+        if self.request_id is None:
+            return
+        cancelled = {"jsonrpc": "2.0", "method": "notifications/cancelled",
+                     "params": {"requestId": self.request_id, "reason": why}}
+        self.request_id = None
+        with anyio.move_on_after(CANCEL_WAIT), contextlib.suppress(Exception):
+            await link.notify(cancelled)
+
+
+def progress_document(params: Any) -> dict[str, Any] | None:
+    """A progress notification's params as fw passes them on: `progress`, and `total` and
+    `message` when given (the message redacted and cut); None when it is no progress at all."""
+    params = params if isinstance(params, dict) else {}
+    progress, total, message = params.get("progress"), params.get("total"), params.get("message")
+    if not _number(progress):
+        return None
+    doc: dict[str, Any] = {"progress": progress}
+    if _number(total):
+        doc["total"] = total
+    if isinstance(message, str) and message.strip():
+        text = " ".join(without_lone_surrogates(redact(message)).split())
+        doc["message"] = text if len(text) <= PROGRESS_MESSAGE_CHARS else text[:PROGRESS_MESSAGE_CHARS] + "..."
+    return doc
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def check_hint(server: str) -> str:
@@ -204,10 +379,11 @@ def check_hint(server: str) -> str:
 class _Connection:
     """The state of one server's connection, shared by its owner task and the supervisor."""
 
-    def __init__(self, spec: ServerSpec) -> None:
+    def __init__(self, spec: ServerSpec, stop_grace: float = STOP_GRACE) -> None:
         import anyio
 
         self.spec = spec
+        self.stop_grace = stop_grace
         self.link: Any = None
         self.tools: list[dict[str, Any]] = []
         self.failure: str | None = None
@@ -321,7 +497,7 @@ async def _stdio_link(conn: _Connection) -> AsyncIterator[_StdioLink]:
                 yield link
             finally:
                 with anyio.CancelScope(shield=True):
-                    await _stop(process)
+                    await _stop(process, conn.stop_grace)
                     with anyio.move_on_after(1.0):
                         await conn.stderr_done.wait()
                 tasks.cancel_scope.cancel()
@@ -356,12 +532,14 @@ class _Waiter:
 
 class _Link:
     """What both transports do with JSON-RPC: the handshake, the tool list page by page (each
-    tool read on its own, so one that is malformed never loses the others), calls, answers
-    told apart from errors, and requests from the server refused (but ping)."""
+    tool read on its own, so one that is malformed never loses the others), calls (asking for
+    progress, which goes to the call), answers told apart from errors, and requests from the
+    server refused (but ping)."""
 
     _ids: Any
+    _progress: dict[int, Any]  # request id (its progress token) -> the call in flight
 
-    async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    async def request(self, method: str, params: dict[str, Any], call: Any = None) -> dict[str, Any]:
         raise NotImplementedError
 
     async def notify(self, message: dict[str, Any]) -> None:
@@ -391,8 +569,27 @@ class _Link:
                 break
         return tools
 
-    async def call_tool(self, name: str, args: dict[str, Any]) -> dict[str, Any]:
-        return await self.request("tools/call", {"name": name, "arguments": args})
+    async def call_tool(self, name: str, args: dict[str, Any], call: Any = None) -> dict[str, Any]:
+        return await self.request("tools/call", {"name": name, "arguments": args}, call)
+
+    def with_progress(self, request_id: int, params: dict[str, Any], call: Any) -> dict[str, Any]:
+        """The request's params asking for progress under its own id, when it is a call that
+        hears progress; the call learns its request id (to cancel it by)."""
+        if call is None:
+            return params
+        call.request_id = request_id
+        self._progress[request_id] = call
+        meta = params.get("_meta") if isinstance(params.get("_meta"), dict) else {}
+        return {**params, "_meta": {**meta, "progressToken": request_id}}
+
+    def notice(self, message: dict[str, Any]) -> None:
+        """A notification from the server: progress goes to its call; the rest is passed over."""
+        if message.get("method") != "notifications/progress" or not isinstance(message.get("params"), dict):
+            return
+        token = message["params"].get("progressToken")
+        call = self._progress.get(token) if isinstance(token, int) and not isinstance(token, bool) else None
+        if call is not None:
+            call.progressed(message["params"])
 
     @staticmethod
     def result_of(message: dict[str, Any], method: str) -> dict[str, Any]:
@@ -426,6 +623,7 @@ class _StdioLink(_Link):
 
         self.process = process
         self._ids = itertools.count(1)
+        self._progress = {}
         self._pending: dict[int, _Waiter] = {}
         self._write_lock = anyio.Lock()
         self.closed: str | None = None
@@ -433,16 +631,18 @@ class _StdioLink(_Link):
     async def notify(self, message: dict[str, Any]) -> None:
         await self._send(message)
 
-    async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    async def request(self, method: str, params: dict[str, Any], call: Any = None) -> dict[str, Any]:
         if self.closed:
             raise _LinkError(self.closed)
         request_id = next(self._ids)
         waiter = self._pending[request_id] = _Waiter()
         try:
+            params = self.with_progress(request_id, params, call)
             await self._send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
             await waiter.event.wait()
         finally:
             self._pending.pop(request_id, None)
+            self._progress.pop(request_id, None)
         if waiter.message is None:
             raise _LinkError(waiter.closed or "Connection closed")
         return self.result_of(waiter.message, method)
@@ -489,6 +689,8 @@ class _StdioLink(_Link):
                 continue
             if "method" in item and "id" in item:  # a request from the server
                 await self._refuse(item)
+            elif "method" in item:
+                self.notice(item)
             elif "id" in item and ("result" in item or "error" in item):
                 waiter = self._pending.get(item["id"]) if isinstance(item["id"], int) else None
                 if waiter is not None and not waiter.event.is_set():
@@ -529,14 +731,14 @@ async def _keep_stderr(stream: Any, conn: _Connection) -> None:
         conn.stderr_done.set()
 
 
-async def _stop(process: Any) -> None:
+async def _stop(process: Any, grace: float = STOP_GRACE) -> None:
     """Close the server's stdin and give it a moment to exit; then signal its process group,
     SIGTERM and then SIGKILL. Whatever it started in its group is killed too."""
     with contextlib.suppress(Exception):
         await process.stdin.aclose()
-    if not await _exited(process, STOP_GRACE):
+    if not await _exited(process, grace):
         _signal_group(process.pid, signal.SIGTERM)
-        if not await _exited(process, STOP_GRACE):
+        if not await _exited(process, grace):
             _signal_group(process.pid, signal.SIGKILL)
             await _exited(process, STOP_GRACE)
     _signal_group(process.pid, signal.SIGKILL)  # helpers the server left running in its group
@@ -580,7 +782,8 @@ async def _http_link(spec: ServerSpec) -> AsyncIterator[_HttpLink]:
 
     if not spec.url:
         raise FwError("invalid", "an http MCP server needs a url", "set the mcp's url")
-    timeout = httpx.Timeout(30.0, read=300.0)  # a server may hold a stream open while a tool works
+    # A server may hold a stream open while a tool works: the call's own limits bound it.
+    timeout = httpx.Timeout(30.0, read=None)
     verify: Any = True if spec.url.startswith("https:") else bare_tls_context()  # plain http loads no CA bundle
     async with httpx.AsyncClient(timeout=timeout, follow_redirects=False, verify=verify) as http:
         link = _HttpLink(http, spec.url, spec.headers)
@@ -604,6 +807,7 @@ class _HttpLink(_Link):
 
         self.http, self.url, self.headers = http, url, dict(headers)
         self._ids = itertools.count(1)
+        self._progress = {}
         self.session: str | None = None
         self.version: str | None = None
         self._restart = anyio.Lock()
@@ -613,21 +817,26 @@ class _HttpLink(_Link):
         version = result.get("protocolVersion")
         self.version = version if isinstance(version, str) and _visible_ascii(version) and len(version) < 40 else PROTOCOL_VERSION
 
-    async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    async def request(self, method: str, params: dict[str, Any], call: Any = None) -> dict[str, Any]:
         """One request; when the server has forgotten fw's session (404, a restarted server),
         a new session is started, as the transport asks, and the request sent once more (a
         404 means the server did nothing with it)."""
         session = self.session
         try:
-            answer = await self._send_request(method, params)
+            answer = await self._send_request(method, params, call)
         except _SessionGone:
             await self._start_again(session)
-            answer = await self._send_request(method, params)
+            answer = await self._send_request(method, params, call)
         return self.result_of(answer, method)
 
-    async def _send_request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    async def _send_request(self, method: str, params: dict[str, Any], call: Any) -> dict[str, Any]:
         request_id = next(self._ids)
-        return await self._post({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}, request_id)
+        try:
+            params = self.with_progress(request_id, params, call)
+            message = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+            return await self._post(message, request_id)
+        finally:
+            self._progress.pop(request_id, None)
 
     async def _start_again(self, lost: str | None) -> None:
         async with self._restart:
@@ -711,6 +920,8 @@ class _HttpLink(_Link):
             if "method" in item and "id" in item:
                 with contextlib.suppress(_LinkError):
                     await self._post(self.refusal(item), None)
+            elif "method" in item:
+                self.notice(item)
             elif item.get("id") == wanted and ("result" in item or "error" in item):
                 found = item
         return found
@@ -766,27 +977,36 @@ def tool_entry(raw: Any) -> dict[str, Any]:
     raw = raw if isinstance(raw, dict) else {}
     annotations = raw.get("annotations") if isinstance(raw.get("annotations"), dict) else {}
     name, description, title = raw.get("name"), raw.get("description"), raw.get("title") or annotations.get("title")
+    execution = raw.get("execution") if isinstance(raw.get("execution"), dict) else {}
+    task_support = execution.get("taskSupport")
     return {
         "name": name if isinstance(name, str) else "",
         "title": without_lone_surrogates(redact(title)) if isinstance(title, str) else None,
         "description": without_lone_surrogates(redact(description)) if isinstance(description, str) else "",
         "input_schema": redact_document(raw.get("inputSchema")),
         "annotations": {k: v for k, v in annotations.items() if k in ("readOnlyHint", "destructiveHint") and isinstance(v, bool)},
+        "task_support": task_support if task_support in ("forbidden", "optional", "required") else None,
     }
 
 
-def tool_result_document(result: dict[str, Any]) -> dict[str, Any]:
-    """An MCP tool result as fw's document: its text parts, whether it is an error, and its
-    structured content, each redacted."""
+def tool_result_document(result: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """An MCP tool result as fw's document (its content, whether it is an error, and its
+    structured content, each redacted), and the bytes of its binary content apart.
+
+    Content as every front door shows it: a text part, or an embedded resource's text, as its
+    text; a `resource_link` as `{"type", "uri", "name", "mimeType"?}`; an embedded resource's
+    blob as `{"type": "resource", "uri", "mimeType", "size"}`, an image or audio as
+    `{"type", "mimeType", "size"}`: their bytes only go on through MCP (`fw mcp serve`)."""
     parts = result.get("content")
     structured = result.get("structuredContent")
+    attachments: list[dict[str, Any]] = []
     doc = {
-        "content": [redact(_part_text(part)) for part in parts] if isinstance(parts, list) else [],
+        "content": [_content_item(part, attachments) for part in parts] if isinstance(parts, list) else [],
         "is_error": result.get("isError") is True,
         "structured": redact_document(structured) if structured is not None else None,
     }
     refuse_lone_surrogates(doc, "", "the MCP server's result")
-    return doc
+    return doc, attachments
 
 
 RESULT_CAP = 64 * 1024  # bytes of a tool result a model reads (CONTRACT section 6)
@@ -796,12 +1016,20 @@ def capped(doc: dict[str, Any], cap: int = RESULT_CAP) -> dict[str, Any]:
     """A tool result document cut to `cap` bytes of text, saying whether it was
     (`truncated`): the text parts first, in order; structured content only if it still fits."""
     left, parts, truncated = cap, [], False
-    for text in doc["content"]:
-        data = text.encode("utf-8")
+    for item in doc["content"]:
+        if not isinstance(item, str):  # an item that stands for binary content or a link: whole, or not at all
+            size = len(json.dumps(item, ensure_ascii=False).encode("utf-8"))
+            if size > left:
+                truncated = True
+                break
+            parts.append(item)
+            left -= size
+            continue
+        data = item.encode("utf-8")
         if len(data) > left:
-            text, truncated = data[:left].decode("utf-8", "ignore"), True
-        parts.append(text)
-        left -= len(text.encode("utf-8"))
+            item, truncated = data[:left].decode("utf-8", "ignore"), True
+        parts.append(item)
+        left -= len(item.encode("utf-8"))
         if truncated:
             break
     structured = doc["structured"]
@@ -810,15 +1038,48 @@ def capped(doc: dict[str, Any], cap: int = RESULT_CAP) -> dict[str, Any]:
     return {**doc, "content": parts, "structured": structured, "truncated": truncated}
 
 
-def _part_text(part: Any) -> str:
+def _content_item(part: Any, attachments: list[dict[str, Any]]) -> Any:
+    """One content part of a result, as fw's document shows it (see `tool_result_document`);
+    the bytes of binary content go to `attachments`, unless they hold a secret value."""
     part = part if isinstance(part, dict) else {}
-    if part.get("type") == "text":
-        return str(part.get("text", ""))
-    resource = part.get("resource") if isinstance(part.get("resource"), dict) else {}
-    if isinstance(resource.get("text"), str):
-        return resource["text"]
-    mime = part.get("mimeType") or resource.get("mimeType") or "binary"
-    return f"[{part.get('type', 'content')} content ({mime}) not shown]"
+    kind = part.get("type") if isinstance(part.get("type"), str) else "content"
+    if kind == "text":
+        return redact(str(part.get("text", "")))
+    if kind == "resource_link":
+        link = {"type": kind, "uri": _shown(part.get("uri")), "name": _shown(part.get("name"))}
+        if isinstance(part.get("mimeType"), str):
+            link["mimeType"] = _shown(part["mimeType"])
+        return link
+    if kind == "resource":
+        resource = part.get("resource") if isinstance(part.get("resource"), dict) else {}
+        if isinstance(resource.get("text"), str):
+            return redact(resource["text"])
+        mime = resource.get("mimeType") or "application/octet-stream"
+        item = {"type": kind, "uri": _shown(resource.get("uri")), "mimeType": _shown(mime)}
+        return _binary(item, resource.get("blob"), "blob", attachments)
+    if kind in ("image", "audio"):
+        item = {"type": kind, "mimeType": _shown(part.get("mimeType") or "application/octet-stream")}
+        return _binary(item, part.get("data"), "data", attachments)
+    return {"type": _shown(kind)[:50]}
+
+
+def _shown(value: Any) -> str:
+    return without_lone_surrogates(redact(value)) if isinstance(value, str) else ""
+
+
+def _binary(item: dict[str, Any], encoded: Any, key: str, attachments: list[dict[str, Any]]) -> dict[str, Any]:
+    """Binary content as its size; its bytes (base64) kept apart for MCP, unless they do not
+    decode or hold a secret value (then the item says it was withheld)."""
+    try:
+        data = base64.b64decode(encoded, validate=True) if isinstance(encoded, str) else b""
+    except ValueError:
+        return {**item, "size": 0, "withheld": "its data is not base64"}
+    item["size"] = len(data)
+    text = data.decode("latin-1")
+    if redact(text) != text:
+        return {**item, "withheld": "it holds a secret value"}
+    attachments.append({**item, key: encoded})
+    return item
 
 
 def describe_failure(exc: BaseException) -> str:

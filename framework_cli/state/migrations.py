@@ -247,3 +247,29 @@ MIGRATIONS.append(
         ],
     )
 )
+
+# The conversations of explicit runs (`fw agent run NAME`), which `fw agent run NAME --continue`
+# carries on: one row a conversation, one row a message of it (fw's conversation form: role,
+# content, tool calls; never a model's reasoning). Not sessions: those are between principals.
+MIGRATIONS.append(
+    (
+        "0008_explicit_agent_conversations",
+        [
+            """CREATE TABLE conversations (
+                id INTEGER PRIMARY KEY AUTOINCREMENT,
+                agent TEXT NOT NULL,
+                created_at TEXT NOT NULL,
+                updated_at TEXT NOT NULL
+            )""",
+            "CREATE INDEX conversations_by_agent ON conversations (agent, updated_at)",
+            """CREATE TABLE conversation_messages (
+                id INTEGER PRIMARY KEY AUTOINCREMENT,
+                conversation INTEGER NOT NULL REFERENCES conversations (id),
+                run_id TEXT NOT NULL,
+                message TEXT NOT NULL,
+                created_at TEXT NOT NULL
+            )""",
+            "CREATE INDEX conversation_messages_by_conversation ON conversation_messages (conversation, id)",
+        ],
+    )
+)

@@ -22,7 +22,7 @@ from ..domain.runs import (
     run_start,
     unless_abandoned,
 )
-from ..domain.tool_types import Caller, Tool
+from ..domain.tool_types import Caller, CallWatch, Tool
 from ..errors import FwError, refuse_lone_surrogates
 from ..home.kinds import BUILTIN_GROUPS
 from ..home.store import Home
@@ -93,7 +93,7 @@ def start_run(home: Home, principal: str | None = None, agent: str | None = None
     return record
 
 
-def _granted(home: Home, run: dict[str, Any], name: str, sources: Any) -> Tool:
+def _granted(home: Home, run: dict[str, Any], name: str, sources: Any, watch: CallWatch | None = None) -> Tool:
     """The tool behind a name the run's record grants. A name this version cannot resolve
     means the record is damaged (or from another version): `corrupt`, never a crash."""
     if name.startswith(TOOL_PREFIX) and name[len(TOOL_PREFIX):] in TOOLS:
@@ -101,7 +101,8 @@ def _granted(home: Home, run: dict[str, Any], name: str, sources: Any) -> Tool:
     source = (run.get("tool_sources") or {}).get(name)
     if isinstance(source, dict) and source.get("source") == "mcp":
         return Tool(name, f"mcp:{source['server']}", source.get("risk") or "write", source.get("description") or "",
-                    source.get("input_schema") or {}, lambda h, c, a: _call_mcp(h, run, source, a, sources))
+                    source.get("input_schema") or {}, lambda h, c, a: _call_mcp(h, run, source, a, sources, watch),
+                    title=source.get("title"))
     if isinstance(source, dict) and source.get("source") == "skill":
 
         return Tool(name, "skill", "read", source.get("description") or "", source.get("input_schema") or {},
@@ -114,14 +115,15 @@ def _granted(home: Home, run: dict[str, Any], name: str, sources: Any) -> Tool:
                   "this run cannot act; start a new one with `fw run start`", path=rel)
 
 
-def _call_mcp(home: Home, run: dict[str, Any], source: dict[str, Any], args: dict[str, Any], sources: Any) -> dict[str, Any]:
+def _call_mcp(home: Home, run: dict[str, Any], source: dict[str, Any], args: dict[str, Any], sources: Any,
+              watch: CallWatch | None) -> dict[str, Any]:
     """Call an MCP tool through the caller's open connections, or a one-off connection that
     is closed again after the call."""
 
     if sources is not None:
-        return sources.call_mcp(source["server"], source["tool"], args)
+        return sources.call_mcp(source["server"], source["tool"], args, watch)
     with RunSources(home, run) as once:
-        return once.call_mcp(source["server"], source["tool"], args)
+        return once.call_mcp(source["server"], source["tool"], args, watch)
 
 
 def manager_tools() -> list[Tool]:
@@ -130,7 +132,11 @@ def manager_tools() -> list[Tool]:
 
 
 def describe(tool: Tool, name: str) -> dict[str, Any]:
-    return {"name": name, "description": tool.description, "risk": tool.risk, "group": tool.group, "input_schema": tool.input_schema}
+    doc = {"name": name, "description": tool.description, "risk": tool.risk, "group": tool.group,
+           "input_schema": tool.input_schema}
+    if tool.title:  # an MCP tool's own title
+        doc["title"] = tool.title
+    return doc
 
 
 def tool_list_command(caller: Caller) -> str:
@@ -173,12 +179,12 @@ def _describe_granted(home: Home, run: dict[str, Any], name: str) -> dict[str, A
     return describe(_granted(home, run, name, None), name)
 
 
-def _asset_tools(sources: Any) -> dict[str, Tool]:
+def _asset_tools(sources: Any, watch: CallWatch | None = None) -> dict[str, Tool]:
     """The gateway's asset tools for one call; `fw_call_tool` calls through `call_tool` again,
     audited as the gateway's, with the caller's open MCP connections."""
     return asset_tools(ServiceCalls(
         describe=_describe_granted,
-        call=lambda home, caller, name, args: call_tool(home, caller, name, args, sources, via=GATEWAY),
+        call=lambda home, caller, name, args: call_tool(home, caller, name, args, sources, via=GATEWAY, watch=watch),
     ))
 
 
@@ -242,9 +248,10 @@ def _validate_args(tool: Tool, args: Any) -> None:
 
 
 def call_tool(home: Home, caller: Caller, name: str, args: Any, sources: Any = None, *, via: str | None = None,
-              assets: bool = False) -> dict[str, Any]:
+              assets: bool = False, watch: CallWatch | None = None) -> dict[str, Any]:
     """Authorise, validate and run one call; audit it whatever happens. `via` names the front
-    door in the audit (`gateway`); with `assets`, the gateway's asset tools may be called too."""
+    door in the audit (`gateway`); with `assets`, the gateway's asset tools may be called too;
+    `watch` follows the call while it runs (its progress, a cancel)."""
 
     run_id = caller.run_id
     try:
@@ -263,7 +270,7 @@ def call_tool(home: Home, caller: Caller, name: str, args: Any, sources: Any = N
             caller = Caller("run", run_id, run)  # a refusal below is audited as the run's identity
             require_active(run)
             if assets and name in offered(run):
-                tool = _asset_tools(sources)[name]
+                tool = _asset_tools(sources, watch)[name]
             elif name not in run["tools"]:
                 suggestion = did_you_mean(name, run["tools"])
                 raise FwError(
@@ -273,7 +280,7 @@ def call_tool(home: Home, caller: Caller, name: str, args: Any, sources: Any = N
                     **suggestion,
                 )
             else:
-                tool = _granted(home, run, name, sources)
+                tool = _granted(home, run, name, sources, watch)
         if not caller.is_manager:
             _still_may_act(home, caller.run, name, args)  # type: ignore[arg-type]
         try:

@@ -19,9 +19,15 @@ from ..home import secrets
 from ..home.kinds import KINDS
 from ..home.records import read_definition
 from ..home.store import Home
-from ..runtime.mcp_client import McpConnections, ServerSpec, capped, check_hint
-
-START_TIMEOUT = 10.0  # seconds a server gets to start and list its tools (CONTRACT section 6)
+from ..runtime.mcp_client import (
+    STARTUP_SECONDS,
+    STOP_GRACE,
+    TIMEOUT_SECONDS,
+    McpConnections,
+    ServerSpec,
+    capped,
+    check_hint,
+)
 
 
 def server_spec(home: Home, name: str, cwd: str | None, frozen: dict[str, Any]) -> Any:
@@ -46,6 +52,9 @@ def server_spec(home: Home, name: str, cwd: str | None, frozen: dict[str, Any]) 
         url=plain.get("url"),
         headers={**headers, **(stored.get("headers") or {})},
         cwd=cwd if cwd and _is_dir(cwd) else None,
+        timeout_seconds=plain.get("timeout_seconds") or TIMEOUT_SECONDS,
+        startup_seconds=plain.get("startup_seconds") or STARTUP_SECONDS,
+        max_seconds=plain.get("max_seconds"),
     )
 
 
@@ -72,12 +81,15 @@ def skill_text(home: Home, run: dict[str, Any], name: str) -> dict[str, Any]:
 
 class RunSources:
     """The MCP connections one caller of a run holds, opened as they are needed. Several
-    threads may call through it at once (`fw mcp serve` answers calls concurrently)."""
+    threads may call through it at once (`fw mcp serve` answers calls concurrently).
+    `stop_grace`: how long each stdio server it starts gets to exit once told."""
 
-    def __init__(self, home: Home, run: dict[str, Any] | None, connections: Any = None) -> None:
+    def __init__(self, home: Home, run: dict[str, Any] | None, connections: Any = None, *,
+                 stop_grace: float = STOP_GRACE) -> None:
         self.home = home
         self.run = run
         self.directory = run.get("directory") if run else None
+        self.stop_grace = stop_grace
         self._open: list[Any] = [connections] if connections is not None else []
         self._lock = threading.Lock()
 
@@ -92,12 +104,13 @@ class RunSources:
             while self._open:
                 self._open.pop().__exit__(None, None, None)
 
-    def call_mcp(self, server: str, tool: str, args: dict[str, Any]) -> dict[str, Any]:
+    def call_mcp(self, server: str, tool: str, args: dict[str, Any], watch: Any = None) -> dict[str, Any]:
         """Call one MCP tool: its result cut for the model (`truncated`); a result the server
-        marks `isError` is `unavailable` (reason `mcp_tool`) with the server's text."""
-        doc = capped(self._connection(server).call(server, tool, args))
+        marks `isError` is `unavailable` (reason `mcp_tool`) with the server's text. `watch` (a
+        CallWatch) hears its progress, may cancel it, and may take its binary content's bytes."""
+        doc = capped(self._connection(server).call(server, tool, args, watch))
         if doc["is_error"]:
-            text = " ".join(doc["content"]).strip() or "no message"
+            text = " ".join(item for item in doc["content"] if isinstance(item, str)).strip() or "no message"
             raise FwError("unavailable", f"MCP tool {tool!r} of server {server!r} failed: {text}",
                           "the tool reported an error; check its arguments, or the server", reason="mcp_tool",
                           **({"truncated": True} if doc["truncated"] else {}))
@@ -114,7 +127,7 @@ class RunSources:
             except FwError as exc:
                 raise FwError("unavailable", f"MCP server {server!r} cannot be started: {exc.message}", exc.hint,
                               reason="mcp_server") from None
-            connections = McpConnections([spec], start_timeout=START_TIMEOUT).__enter__()
+            connections = McpConnections([spec], stop_grace=self.stop_grace).__enter__()
             self._open.append(connections)
         if server in connections.unavailable:
             raise FwError("unavailable", f"MCP server {server!r} is not available: {connections.unavailable[server]}",
@@ -133,7 +146,7 @@ def list_mcp_tools(home: Home, frozen: dict[str, dict[str, Any]], directory: str
             specs.append(server_spec(home, name, directory, part))
         except FwError as exc:
             broken[name] = exc.message
-    connections = McpConnections(specs, start_timeout=START_TIMEOUT).__enter__()
+    connections = McpConnections(specs).__enter__()
     connections.unavailable.update(broken)
     return connections
 

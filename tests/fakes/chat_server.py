@@ -23,7 +23,13 @@ Each POST to /v1/chat/completions takes the next step of the script:
                            space of a JSON body every so many seconds, until the client leaves
   {"gate": threading.Event()}   added to a streamed reply: the stream pauses after its first
                            content piece until the event is set
+  {"reasoning": "..."}     added to a reply: a thinking model's `reasoning_content` beside the
+                           answer (streamed first, in pieces, as DeepSeek streams it)
 When the script runs out, the last step repeats (repeat_last=True) or the answer is 500.
+With `thinking=True` the server is as strict as DeepSeek's thinking mode: within the turn of a
+request (after its last user message), an assistant message with tool calls this server
+answered with reasoning must carry that `reasoning_content` unchanged, or the answer is 400.
+Earlier turns need none.
 `GET /v1/models` lists one model, "m-1". Each request records the client's port as
 "client_port": requests over one kept-alive connection share it.
 """
@@ -51,9 +57,11 @@ class _QuietServer(ThreadingHTTPServer):
 
 
 class ChatServer:
-    def __init__(self, script: list[dict[str, Any]], *, repeat_last: bool = False) -> None:
+    def __init__(self, script: list[dict[str, Any]], *, repeat_last: bool = False, thinking: bool = False) -> None:
         self.script = list(script)
         self.repeat_last = repeat_last
+        self.thinking = thinking
+        self.reasoning_given: dict[str, str] = {}  # tool call id -> the reasoning answered with it
         self.requests: list[dict[str, Any]] = []
         self.stopping = threading.Event()  # set on exit: endless answers (trickle, gate) stop
         self.connections: list[Any] = []  # every accepted socket, closed on exit
@@ -84,13 +92,32 @@ class ChatServer:
         self._server.server_close()
         self._thread.join()
 
+    def missing_reasoning(self, body: Any) -> str | None:
+        """DeepSeek's rule: why the request is refused, or None."""
+        messages = (body.get("messages") if isinstance(body, dict) else None) or []
+        users = [i for i, m in enumerate(messages) if isinstance(m, dict) and m.get("role") == "user"]
+        for index, message in enumerate(messages):
+            if index < (users[-1] if users else 0) or not isinstance(message, dict) or message.get("role") != "assistant":
+                continue
+            given = {self.reasoning_given.get(c.get("id")) for c in message.get("tool_calls") or []} - {None}
+            if given and message.get("reasoning_content") not in given:
+                return (f"Missing `reasoning_content` field in the assistant message at message index {index}. "
+                        "For more information, please refer to https://api-docs.deepseek.com/guides/thinking_mode")
+        return None
+
     def next_step(self, request: dict[str, Any]) -> dict[str, Any] | None:
         with self._lock:
             self.requests.append(request)
+            if self.thinking and (why := self.missing_reasoning(request["json"])):
+                return {"status": 400, "body": json.dumps({"error": {"message": why, "type": "invalid_request_error",
+                                                                     "param": None, "code": "invalid_request_error"}})}
             if self.script:
                 step = self.script.pop(0)
                 if not self.script and self.repeat_last:
                     self.script.append(step)
+                if step.get("reasoning"):
+                    for call in _calls(step):
+                        self.reasoning_given[call["id"]] = step["reasoning"]
                 return step
             return None
 
@@ -215,6 +242,8 @@ def completion(step: dict[str, Any]) -> dict[str, Any]:
     if "error" in step:
         return {"error": step["error"]}
     message: dict[str, Any] = {"role": "assistant", "content": step.get("content")}
+    if "reasoning" in step:
+        message["reasoning_content"] = step["reasoning"]
     if "refusal" in step:
         message["refusal"] = step["refusal"]
     calls = _calls(step)
@@ -264,6 +293,8 @@ def _tool_call_events(step: dict[str, Any], calls: list[dict[str, Any]]) -> list
 
 def stream_events(step: dict[str, Any]) -> list[str]:
     events = [": a comment line, which readers must skip\n\n", _chunk({"role": "assistant", "content": ""})]
+    if step.get("reasoning"):  # DeepSeek's deltas: the reasoning first, content null beside it
+        events += [_chunk({"content": None, "reasoning_content": piece}) for piece in _pieces(step["reasoning"])]
     if step.get("content"):
         events += [_chunk({"content": piece}) for piece in _pieces(step["content"])]
     if "error" in step:  # an error object in the middle of the stream, as some proxies send

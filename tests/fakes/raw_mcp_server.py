@@ -25,7 +25,12 @@ It writes its pid to $FAKE_MCP_PID_FILE first. Its tools: awkward names (`get.we
 `wipe` (destructive), `plain`, `fails` (answers isError with its text), `huge` (a result of
 N bytes), `hidden` (zero-width and bidirectional controls in its name and description),
 `sleep` (sleeps, then answers), `spawn` (starts a helper in its process group and answers),
-`halves` (a result that holds a lone UTF-16 surrogate).
+`halves` (a result that holds a lone UTF-16 surrogate), `needs_task` and `may_task`
+(`execution.taskSupport` required and optional: called plainly, the first answers -32601, as a
+server that only runs it as a task does), `titled` (a title of its own), `items` (a result of
+every kind of content: text, a resource link, embedded text, an embedded blob, an image; with
+`{"secret": true}` the blob's bytes hold $RAW_TOKEN, with `{"embedded_bytes": N}` the embedded
+text is N letters e).
 """
 
 import json
@@ -54,6 +59,11 @@ def tools(argv):
         {"name": "sleep", "description": "Sleeps.", "inputSchema": {"type": "object", "properties": {"seconds": {"type": "number"}}}},
         {"name": "spawn", "description": "Starts a helper.", "inputSchema": {"type": "object", "properties": {"marker": {"type": "string"}}}},
         {"name": "halves", "description": "Answers a lone UTF-16 surrogate.", "inputSchema": NONE},
+        {"name": "needs_task", "description": "Runs only as a task.", "inputSchema": NONE, "execution": {"taskSupport": "required"}},
+        {"name": "may_task", "description": "Runs as a task or not.", "inputSchema": NONE, "execution": {"taskSupport": "optional"}},
+        {"name": "titled", "title": "A Friendly Title", "description": "Has a title.", "inputSchema": NONE},
+        {"name": "items", "description": "Every kind of content.",
+         "inputSchema": {"type": "object", "properties": {"secret": {"type": "boolean"}, "embedded_bytes": {"type": "integer"}}}},
     ]
     if "--http" in argv:
         listed.append({"name": "answers", "description": "What fw answered this server's questions.", "inputSchema": NONE})
@@ -80,10 +90,30 @@ def answer(name, args):
         return {"content": [{"type": "text", "text": "half an emoji: \ud83d"}], "structuredContent": {"k": "\ud83d"}}
     if name == "answers":
         return {"content": [{"type": "text", "text": json.dumps(ANSWERS)}]}
+    if name == "items":
+        return {"content": items(args.get("secret") is True, args.get("embedded_bytes"))}
     return {"content": [{"type": "text", "text": f"{name} done"}]}
 
 
 ANSWERS = []  # what the client answered the server's own requests (over HTTP)
+BLOB = bytes(range(256)) * 4  # 1 KiB of bytes no text is made of
+PNG = bytes.fromhex("89504e470d0a1a0a") + b"\x00" * 24
+
+
+def items(secret, embedded_bytes=None):
+    import base64
+
+    blob = BLOB + (os.environ.get("RAW_TOKEN", "").encode() if secret else b"")
+    return [
+        {"type": "text", "text": "here they are"},
+        {"type": "resource_link", "uri": "file:///data/report.csv", "name": "report.csv", "mimeType": "text/csv",
+         "description": "the monthly report"},
+        {"type": "resource", "resource": {"uri": "file:///data/notes.txt", "mimeType": "text/plain",
+                                          "text": "e" * embedded_bytes if embedded_bytes else "embedded notes"}},
+        {"type": "resource", "resource": {"uri": "file:///data/blob.bin", "mimeType": "application/octet-stream",
+                                          "blob": base64.b64encode(blob).decode()}},
+        {"type": "image", "mimeType": "image/png", "data": base64.b64encode(PNG).decode()},
+    ]
 
 
 def respond(message, argv):
@@ -100,6 +130,8 @@ def respond(message, argv):
                   "serverInfo": {"name": "raw", "version": "1"}}
     elif method == "tools/list":
         result = {"tools": tools(argv)}
+    elif method == "tools/call" and params.get("name") == "needs_task" and "task" not in params:
+        return {"jsonrpc": "2.0", "id": message["id"], "error": {"code": -32601, "message": "needs_task must be called as a task"}}
     elif method == "tools/call":
         result = answer(params["name"], params.get("arguments") or {})
     else:
