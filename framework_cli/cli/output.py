@@ -63,9 +63,7 @@ def write_out(text: str, *, err: bool = False, reveal: str | None = None) -> Non
     if reveal is not None:
         text = text.replace(SHOWN_ONCE, reveal)
     try:
-        stream.write(text)
-        if not text.endswith("\n"):
-            stream.write("\n")
+        stream.write(text if text.endswith("\n") else text + "\n")  # one write: lines of two threads never interleave
         stream.flush()
     except BrokenPipeError:
         _reader_went_away(stream)
