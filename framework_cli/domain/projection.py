@@ -3,7 +3,9 @@
 Every front door (`fw tool list/call --run`, `fw mcp serve --run`, the model loop) offers
 exactly the projection's `tools` and nothing else. The projection is a pure function of what
 the run's snapshot holds and what the tool sources offered at its start; it decides, the
-sources only supply (the registry's groups, the MCP servers' tool lists, the skills).
+sources only supply (the registry's groups, the sandbox and whether it works, the MCP servers'
+and the plugins' tool lists, the skills). MCP and plugin tools are projected by one code path,
+so names, schemas, `allowed_tools` and the cap are one mechanism for every source.
 """
 
 from __future__ import annotations
@@ -19,11 +21,15 @@ BUILTIN_PREFIX = "framework_"
 MANAGED_RUNTIME = "managed_runtime"  # the group of sessions, messages and memory: every managed run has it
 MCP_PREFIX = "mcp__"
 SKILL_PREFIX = "skill__"
+SANDBOX_PREFIX = "sandbox__"
+PLUGIN_PREFIX = "plugin__"
+RISKS = ("read", "write", "dangerous")
 NO_PARAMETERS = {"type": "object", "properties": {}, "additionalProperties": False}
 
 # Reasons a candidate is not offered, as the run record names them.
 RUNNER = "runner_call_permission_missing"
 EXECUTION_DISABLED = "execution_disabled"
+SANDBOX_UNAVAILABLE = "sandbox_unavailable"
 NOT_ALLOWED = "not_allowed"
 SOURCE_UNAVAILABLE = "source_unavailable"
 AMBIGUOUS = "ambiguous_name"
@@ -51,6 +57,11 @@ class Snapshot:
     mcp_unavailable: dict[str, str] = field(default_factory=dict)  # server -> why
     skills: dict[str, str | None] = field(default_factory=dict)  # skill -> its description (None: unreadable)
     managed: bool = False  # a managed run also gets the managed-runtime tools, without a mount
+    sandbox_problem: str | None = None  # why the sandbox cannot be used now (None: it can, or nothing asked)
+    sandbox_tools: dict[str, dict[str, Any]] = field(default_factory=dict)  # sandbox__NAME -> description, input_schema, risk
+    plugins: list[str] = field(default_factory=list)  # the home's enabled plugins
+    plugin_tools: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # plugin -> tools it declared
+    plugin_unavailable: dict[str, str] = field(default_factory=dict)  # plugin -> why it offers nothing
 
 
 @dataclass
@@ -58,7 +69,9 @@ class Projection:
     tools: list[str]
     unavailable: list[dict[str, Any]]
     # model-side name -> where it comes from, for tools that are not built-in:
-    # {"source": "mcp", "server", "tool", "description", "input_schema", "risk", "title"?} or
+    # {"source": "mcp", "server", "tool", "description", "input_schema", "risk", "title"?},
+    # {"source": "plugin", "plugin", "tool", "description", "input_schema", "risk"},
+    # {"source": "sandbox", "description", "input_schema", "risk"} or
     # {"source": "skill", "skill", "description", "input_schema"}
     sources: dict[str, dict[str, Any]]
     record: dict[str, Any] = field(default_factory=dict)  # more fields for the run record
@@ -78,10 +91,25 @@ def runner_refusal(snapshot: Snapshot) -> str | None:
     return None
 
 
+def needs_sandbox(definition: dict[str, Any]) -> bool:
+    """Whether a run of this definition would run anything in the sandbox: `exec` (mounted,
+    enabled, not `execution.sandbox: none`) or the sandbox tools. Only then is it probed."""
+    execution = definition.get("execution") or {}
+    boxed_exec = ("local_execution" in (definition.get("builtin_tools") or []) and bool(execution.get("enabled"))
+                  and execution.get("sandbox") != "none")
+    return boxed_exec or definition.get("sandbox") is not None
+
+
+def candidates(snapshot: Snapshot) -> list[dict[str, Any]]:
+    """Every candidate of the sources `allowed_tools` governs, in source order (sandbox, MCP,
+    plugins, skills): a tool (with its `source`), or a refusal of a source that gives none."""
+    return _sandbox(snapshot) + _mcp(snapshot) + _plugins(snapshot) + _skills(snapshot)
+
+
 def project(snapshot: Snapshot) -> Projection:
     definition = snapshot.definition
     builtin, builtin_refused = _builtin(snapshot)
-    external = _mcp(snapshot) + _skills(snapshot)
+    external = candidates(snapshot)
     refused: list[dict[str, Any]] = list(builtin_refused)
     gate = runner_refusal(snapshot)
     if gate is not None:  # no tool at all: every candidate, with the runner's reason
@@ -173,37 +201,68 @@ def _builtin(snapshot: Snapshot) -> tuple[list[tuple[str, str]], list[dict[str, 
             name = BUILTIN_PREFIX + tool
             if group == "local_execution" and not execution:
                 refused.append({"name": name, "reason": EXECUTION_DISABLED, "detail": "local_execution also needs execution.enabled: true"})
+            elif group == "local_execution" and snapshot.sandbox_problem and needs_sandbox(snapshot.definition):
+                refused.append({"name": name, "reason": SANDBOX_UNAVAILABLE, "detail": snapshot.sandbox_problem})
             else:
                 offered.append((name, group))
     return offered, refused
 
 
 def _mcp(snapshot: Snapshot) -> list[dict[str, Any]]:
+    servers = snapshot.definition.get("mcps") or []
+    return _listed(MCP_PREFIX, "mcp", "server", servers, snapshot.mcp_tools, snapshot.mcp_unavailable,
+                   lambda tool: risk_of(tool.get("annotations") or {}))
+
+
+def _plugins(snapshot: Snapshot) -> list[dict[str, Any]]:
+    return _listed(PLUGIN_PREFIX, "plugin", "plugin", snapshot.plugins, snapshot.plugin_tools, snapshot.plugin_unavailable,
+                   lambda tool: tool.get("risk") if tool.get("risk") in RISKS else "write")
+
+
+def _listed(prefix: str, source: str, key: str, names: list[str], listed: dict[str, list[dict[str, Any]]],
+            unavailable: dict[str, str], risk: Any) -> list[dict[str, Any]]:
+    """The candidates of sources that list their tools (MCP servers, plugins): each tool as
+    `<prefix><source name>__<tool>`, or `<prefix><source name>__*` for one that gave none."""
     out: list[dict[str, Any]] = []
-    for server in snapshot.definition.get("mcps") or []:
-        if server in snapshot.mcp_unavailable or server not in snapshot.mcp_tools:
-            why = snapshot.mcp_unavailable.get(server, "it was not started")
-            out.append({"name": f"{MCP_PREFIX}{server}__*", "reason": SOURCE_UNAVAILABLE, "detail": why})
+    for owner in names:
+        if owner in unavailable or owner not in listed:
+            why = unavailable.get(owner, "it was not started")
+            out.append({"name": f"{prefix}{owner}__*", "reason": SOURCE_UNAVAILABLE, "detail": why})
             continue
-        for tool in snapshot.mcp_tools[server]:
+        for tool in listed[owner]:
             name, in_name = strip_invisible(tool["name"])
             description, in_description = strip_invisible(tool.get("description") or "")
             schema, in_schema = strip_invisible(tool.get("input_schema") or NO_PARAMETERS)
             title, in_title = strip_invisible(tool.get("title"))
             candidate = {
-                "name": f"{MCP_PREFIX}{server}__{name}",
-                "source": "mcp",
-                "server": server,
-                "tool": tool["name"],  # the server's own name, to call it by
+                "name": f"{prefix}{owner}__{name}",
+                "source": source,
+                key: owner,
+                "tool": tool["name"],  # the source's own name, to call it by
                 "description": description,
                 "input_schema": schema,
-                "risk": risk_of(tool.get("annotations") or {}),
+                "risk": risk(tool),
             }
             if title:
                 candidate["title"] = title
             if in_name + in_description + in_schema + in_title:
                 candidate["stripped"] = in_name + in_description + in_schema + in_title
             out.append(candidate)
+    return out
+
+
+def _sandbox(snapshot: Snapshot) -> list[dict[str, Any]]:
+    """The sandbox tools, for an agent with a `sandbox:` block; each listed as unavailable
+    when the sandbox does not work now."""
+    if snapshot.definition.get("sandbox") is None:
+        return []
+    out: list[dict[str, Any]] = []
+    for name, tool in snapshot.sandbox_tools.items():
+        if snapshot.sandbox_problem:
+            out.append({"name": name, "reason": SOURCE_UNAVAILABLE, "detail": f"the sandbox is not available: {snapshot.sandbox_problem}"})
+        else:
+            out.append({"name": name, "source": "sandbox", "description": tool["description"], "input_schema": tool["input_schema"],
+                        "risk": tool["risk"]})
     return out
 
 

@@ -13,6 +13,7 @@ starts programs for a run (an external runner: its whole tree is stopped at its 
 
 from __future__ import annotations
 
+import json
 import os
 import queue
 import selectors
@@ -72,6 +73,20 @@ def run_supervised(
     supervised = _Supervised(argv, cwd, env, timeout, keep)
     supervised.stop_when = stop_when
     return supervised.run(stdin)
+
+
+ENV_KEYS_VAR = "FW_SUPERVISED_ENV"  # names the variables a long-lived program gets (see `start_supervised`)
+
+
+def start_supervised(argv: list[str], *, cwd: str | None, env: dict[str, str]) -> subprocess.Popen:
+    """Start a program that lives on (a plugin's process) under a supervisor of its own, its
+    standard streams piped: it and everything it starts are killed when the supervisor is sent
+    SIGTERM, and when fw goes. Started from the one spawning thread, as every supervisor is."""
+    command = helper_command(env_keys=ENV_KEYS_VAR) + list(argv)
+    return _spawner.call(lambda: subprocess.Popen(
+        command, cwd=cwd, env={**env, ENV_KEYS_VAR: json.dumps(sorted(env))}, start_new_session=True,
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    ))
 
 
 def stop_all() -> None:

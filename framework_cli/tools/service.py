@@ -12,29 +12,75 @@ import importlib
 import json
 from typing import Any
 
-from ..domain.projection import Snapshot, cap_tools, project, runner_refusal
-from ..domain.runs import RUN_ID_PART_RE, active_run, load_run, require_active, resolve_run_id, run_start
+from ..domain.projection import Snapshot, cap_tools, needs_sandbox, project, runner_refusal
+from ..domain.runs import RUN_ID_PART_RE, active_run, freeze, load_run, require_active, resolve_run_id, run_start
 from ..domain.tool_types import Caller, Tool
 from ..errors import FwError, refuse_lone_surrogates
 from ..home.kinds import BUILTIN_GROUPS
 from ..home.store import Home
 from ..platform.toolset import add_event_tools, granted_tool
+from ..runtime.plugins import plugin_tools_now
+from ..runtime.sandbox import probe
 from ..suggest import did_you_mean, hint_with
 from . import audit
 from .assets import GATEWAY, ServiceCalls, asset_tools, offered
-from .registry import MANAGED_RUNTIME, RUN_CALL_CHECKS, TOOL_PREFIX, TOOLS, group_tools
+from .registry import MANAGED_RUNTIME, RUN_CALL_CHECKS, SANDBOX_TOOLS, TOOL_PREFIX, TOOLS, group_tools
 from .sources import RunSources, list_mcp_tools, skill_description, skill_text
 
 # The tool groups register their tools when imported; their order is the order tools are listed.
-GROUP_MODULES = ("resource_management", "task_collaboration", "local_execution", "managed_runtime")
+# (`sandbox` registers the sandbox tools, a source governed by allowed_tools, not a group to mount.)
+GROUP_MODULES = ("resource_management", "task_collaboration", "local_execution", "managed_runtime", "sandbox")
 for _module in GROUP_MODULES:
     importlib.import_module(f"{__package__}.{_module}")
 
 GROUP_TOOLS: dict[str, tuple[str, ...]] = {g: group_tools(g) for g in (*BUILTIN_GROUPS, MANAGED_RUNTIME)}
+SANDBOX_SOURCE: dict[str, dict[str, Any]] = {
+    name: {"description": t.description, "input_schema": t.input_schema, "risk": t.risk} for name, t in SANDBOX_TOOLS.items()
+}
 REFUSALS = ("denied", "run_ended", "lease_expired", "session_ended")  # audited as "refused"
 # The Manager's groups: never `local_execution` (host execution is only for a run whose agent
 # mounts it with `execution.enabled`, and the Manager has no such snapshot).
 MANAGER_GROUPS = tuple(g for g in BUILTIN_GROUPS if g != "local_execution")
+
+
+def sources_now(home: Home, definition: dict[str, Any], model_tool_call: bool, harness: dict[str, Any] | None,
+                frozen: dict[str, Any], directory: str | None, held: list[Any], *, managed: bool = False,
+                always: bool = False) -> Snapshot:
+    """What the tool sources of a run of `definition` give now: the sandbox probed (when
+    anything would run in it), its MCP servers started to list their tools (the open
+    connections go in `held`), the home's enabled plugins listed (each in a process of its
+    own), its skills read. Unless `always`, nothing is asked when the runner may call no tool."""
+    snapshot = Snapshot(definition, model_tool_call, harness, GROUP_TOOLS, managed=managed, sandbox_tools=SANDBOX_SOURCE)
+    plugins = frozen.get("plugins") or {}
+    snapshot.plugins = list(plugins)
+    if always or runner_refusal(snapshot) is None:
+        if needs_sandbox(definition):
+            snapshot.sandbox_problem = probe()
+        servers = frozen.get("mcps") or {}
+        if servers:
+            connections = list_mcp_tools(home, servers, directory)
+            held.append(connections)
+            snapshot.mcp_tools, snapshot.mcp_unavailable = connections.tools, connections.unavailable
+        if plugins:
+            snapshot.plugin_tools, snapshot.plugin_unavailable = plugin_tools_now(home, plugins)
+    snapshot.skills = {name: skill_description(part) for name, part in (frozen.get("skills") or {}).items()}
+    return snapshot
+
+
+def tools_offered_now(home: Home, definition: dict[str, Any], directory: str | None = None) -> dict[str, Any]:
+    """Every sandbox, MCP, plugin and skill tool the sources of `definition` (its `mcps`,
+    `skills` and `sandbox`) give now, whatever its `allowed_tools` say, as the projection
+    names them; and each source or name that gives none, with the projection's reason
+    (`source_unavailable`, `ambiguous_name`, ...). Servers started to list their tools are
+    stopped again before this returns."""
+    wanted = {k: definition[k] for k in ("mcps", "skills", "sandbox") if definition.get(k) is not None}
+    held: list[Any] = []
+    try:
+        snapshot = sources_now(home, wanted, True, None, freeze(home, wanted, None, None), directory, held)
+    finally:
+        RunSources(home, None, *held).close()
+    projection = project(snapshot)
+    return {"tools": [{"name": name, **projection.sources[name]} for name in projection.tools], "unavailable": projection.unavailable}
 
 
 def _project_tools(home: Home, start: Any, held: list[Any]) -> Any:
@@ -42,13 +88,8 @@ def _project_tools(home: Home, start: Any, held: list[Any]) -> Any:
     tools (unless the runner may call no tool anyway); the open connections go in `held`."""
 
     definition = start.definition
-    snapshot = Snapshot(definition, start.model_tool_call, start.harness, GROUP_TOOLS, managed=start.mode == "managed")
-    servers = start.frozen.get("mcps") or {}
-    if servers and runner_refusal(snapshot) is None:
-        connections = list_mcp_tools(home, servers, start.directory)
-        held.append(connections)
-        snapshot.mcp_tools, snapshot.mcp_unavailable = connections.tools, connections.unavailable
-    snapshot.skills = {name: skill_description(part) for name, part in (start.frozen.get("skills") or {}).items()}
+    snapshot = sources_now(home, definition, start.model_tool_call, start.harness, start.frozen, start.directory, held,
+                           managed=start.mode == "managed")
     projection = project(snapshot)
     if "event" in start.context:  # a run started for a chat-platform event: its event and platform tools
 
@@ -96,6 +137,13 @@ def _granted(home: Home, run: dict[str, Any], name: str, sources: Any) -> Tool:
 
         return Tool(name, "skill", "read", source.get("description") or "", source.get("input_schema") or {},
                     lambda h, c, a: skill_text(h, run, source["skill"]))
+    if isinstance(source, dict) and source.get("source") == "plugin" and isinstance(source.get("plugin"), str):
+        return Tool(name, f"plugin:{source['plugin']}", source.get("risk") or "write", source.get("description") or "",
+                    source.get("input_schema") or {}, lambda h, c, a: _call_plugin(h, run, source, a, sources))
+    if isinstance(source, dict) and source.get("source") == "sandbox" and name in SANDBOX_TOOLS:
+        tool = SANDBOX_TOOLS[name]
+        return Tool(name, tool.group, tool.risk, source.get("description") or tool.description,
+                    source.get("input_schema") or tool.input_schema, tool.handler)
     if isinstance(source, dict) and source.get("source") in ("event", "platform"):
 
         return granted_tool(run, name, source)
@@ -112,6 +160,15 @@ def _call_mcp(home: Home, run: dict[str, Any], source: dict[str, Any], args: dic
         return sources.call_mcp(source["server"], source["tool"], args)
     with RunSources(home, run) as once:
         return once.call_mcp(source["server"], source["tool"], args)
+
+
+def _call_plugin(home: Home, run: dict[str, Any], source: dict[str, Any], args: dict[str, Any], sources: Any) -> dict[str, Any]:
+    """Call a plugin tool in the plugin's process of the caller's run, or in one started for
+    this call alone and stopped after it."""
+    if sources is not None:
+        return sources.call_plugin(source["plugin"], source["tool"], args)
+    with RunSources(home, run) as once:
+        return once.call_plugin(source["plugin"], source["tool"], args)
 
 
 def manager_tools() -> list[Tool]:

@@ -34,7 +34,7 @@ from ...errors import FwError
 from ...home import secrets
 from ...home.kinds import BUILTIN_GROUPS, DEFAULT_CATEGORY, KINDS, check_name
 from ...home.store import Home
-from ...tools.sources import tools_offered_now
+from ...tools.service import tools_offered_now
 from . import forms
 from .forms import Form
 from .signin import SignIn, SignInMiddleware
@@ -183,7 +183,7 @@ class Pages:
         allowed = [n for n in definition["allowed_tools"] if forms.tool_source_of(n, mcps, skills)]
         new_mcps, new_skills = forms.unlisted_sources(form, mcps, skills)
         if new_mcps or new_skills:
-            allowed += [t["name"] for t in tools_offered_now(home, new_mcps, new_skills, str(home.root))["tools"]]
+            allowed += [t["name"] for t in tools_offered_now(home, {"mcps": new_mcps, "skills": new_skills}, str(home.root))["tools"]]
         return {**definition, "allowed_tools": list(dict.fromkeys(allowed))}
 
     def agent_page(self, request: Request, home: Home, values: dict[str, Any], *, new: bool, error: FwError | None = None) -> Response:
@@ -200,7 +200,7 @@ class Pages:
         )
 
     def allowed_view(self, home: Home, mcps: list[str], skills: list[str], allowed: list[str] | None, shown: list[str] | None) -> dict[str, Any]:
-        offered = tools_offered_now(home, mcps, skills, str(home.root))
+        offered = tools_offered_now(home, {"mcps": mcps, "skills": skills}, str(home.root))
         return forms.allowed_tools_view(offered, allowed, shown, mcps, skills)
 
     def agent_tools_part(self, request: Request, form: Form | None) -> Response:
