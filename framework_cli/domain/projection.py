@@ -118,7 +118,7 @@ def project(snapshot: Snapshot) -> Projection:
         return Projection([], refused, {})
     offered = [name for name, _ in builtin]
     sources: dict[str, dict[str, Any]] = {}
-    external = [_judged(candidate) for candidate in external]
+    external = [judged(candidate) for candidate in external]
     counts = Counter(c["name"] for c in external if "source" in c)
     allowed = definition.get("allowed_tools")
     for candidate in external:
@@ -137,7 +137,7 @@ def project(snapshot: Snapshot) -> Projection:
     return Projection(offered, refused, sources, {"invisible_characters_stripped": stripped} if stripped else {})
 
 
-def _judged(candidate: dict[str, Any]) -> dict[str, Any]:
+def judged(candidate: dict[str, Any]) -> dict[str, Any]:
     """A candidate the chat APIs could not take, as a refusal: a name they refuse, or an input
     schema that is not a JSON object schema."""
     if "source" not in candidate:

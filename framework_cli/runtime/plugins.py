@@ -174,17 +174,19 @@ def python_folders() -> list[str]:
 
 # -- listing -------------------------------------------------------------------------------
 def list_plugins(home: Home, names: Iterable[str] | None, *, sandbox: bool = False,
-                 load_seconds: dict[str, float] | None = None) -> dict[str, dict[str, Any]]:
+                 load_seconds: dict[str, float] | None = None, skip: Iterable[str] = ()) -> dict[str, dict[str, Any]]:
     """What each plugin offers, asked of a process of its own: name -> `{"version", "tools",
     "settings"}`, `{"error"}` (it failed to load, or its loading killed or hung the process) or
-    `{"missing": True}` (not installed). `names`: these plugins only; None: every installed one."""
+    `{"missing": True}` (not installed). `names`: these plugins only; None: every installed one
+    but those in `skip` (which are not loaded at all)."""
     wanted = None if names is None else list(names)
+    skipped = list(skip)
     found: dict[str, dict[str, Any]] = {}
     while True:
         asked = [n for n in wanted if n not in found] if wanted is not None else []
         if wanted is not None and not asked:
             return found
-        args = ["--list", *asked, *(w for n in found for w in ("--skip", n))]
+        args = ["--list", *asked, *(w for n in [*found, *skipped] for w in ("--skip", n))]
         link = _Link(home, args, sandbox=sandbox, cwd=str(home.root))
         loading: str | None = None
         try:

@@ -12,7 +12,9 @@ import importlib
 import json
 from typing import Any
 
+from ..domain.agent_catalogue import agent_catalogue
 from ..domain.projection import Snapshot, cap_tools, needs_sandbox, project, runner_refusal
+from ..domain.resources import resource_read
 from ..domain.runs import RUN_ID_PART_RE, active_run, freeze, load_run, require_active, resolve_run_id, run_start
 from ..domain.tool_types import Caller, Tool
 from ..errors import FwError, refuse_lone_surrogates
@@ -73,14 +75,61 @@ def tools_offered_now(home: Home, definition: dict[str, Any], directory: str | N
     names them; and each source or name that gives none, with the projection's reason
     (`source_unavailable`, `ambiguous_name`, ...). Servers started to list their tools are
     stopped again before this returns."""
-    wanted = {k: definition[k] for k in ("mcps", "skills", "sandbox") if definition.get(k) is not None}
+    wanted = _governed_sources(definition)
     held: list[Any] = []
     try:
         snapshot = sources_now(home, wanted, True, None, freeze(home, wanted, None, None), directory, held)
     finally:
         RunSources(home, None, *held).close()
-    projection = project(snapshot)
-    return {"tools": [{"name": name, **projection.sources[name]} for name in projection.tools], "unavailable": projection.unavailable}
+    return _offered(snapshot)
+
+
+def _governed_sources(definition: dict[str, Any]) -> dict[str, Any]:
+    """The parts of a definition that name the sources `allowed_tools` governs."""
+    return {k: definition[k] for k in ("mcps", "skills", "sandbox") if definition.get(k) is not None}
+
+
+def _offered(snapshot: Snapshot) -> dict[str, Any]:
+    """What the governed sources of a snapshot give, whatever `allowed_tools` says."""
+    every = Snapshot(_governed_sources(snapshot.definition), True, None, GROUP_TOOLS,
+                     **{k: getattr(snapshot, k) for k in _SOURCE_FIELDS})
+    projection = project(every)
+    return {"tools": [{"name": n, **projection.sources[n]} for n in projection.tools], "unavailable": projection.unavailable}
+
+
+def catalogue_now(home: Home, definition: dict[str, Any], directory: str | None = None) -> dict[str, Any]:
+    """The whole catalogue of an agent's definition as its sources stand now (seed B): every
+    tool a run of it may be offered, with whether it is allowed and available and why not
+    (`domain/agent_catalogue.py`); and, as `offered`, what `tools_offered_now` gives."""
+    model, harness = _part_now(home, "model", definition), _part_now(home, "harness", definition)
+    tool_call = bool(((model or {}).get("capabilities") or {}).get("tool_call"))
+    held: list[Any] = []
+    try:
+        snapshot = sources_now(home, definition, tool_call, harness, freeze(home, definition, None, None), directory, held,
+                               managed=True, always=True)
+    finally:
+        RunSources(home, None, *held).close()
+    return {"tools": agent_catalogue(snapshot), "offered": _offered(snapshot)}
+
+
+_SOURCE_FIELDS = ("mcp_tools", "mcp_unavailable", "skills", "sandbox_problem", "sandbox_tools", "plugins", "plugin_tools", "plugin_unavailable")
+
+
+def agent_tools(home: Home, name: str) -> dict[str, Any]:
+    """`fw agent tools NAME`: the agent's whole catalogue now (its MCP servers are started to
+    list their tools, its plugins listed, the sandbox probed)."""
+    definition = resource_read(home, "agent", name)["data"]
+    return {"agent": name, "tools": catalogue_now(home, definition, str(home.root))["tools"]}
+
+
+def _part_now(home: Home, kind: str, definition: dict[str, Any]) -> dict[str, Any] | None:
+    """The agent's model or harness as it is now; None when it names none or it cannot be read."""
+    if not definition.get(kind):
+        return None
+    try:
+        return resource_read(home, kind, definition[kind])["data"]
+    except FwError:
+        return None
 
 
 def _project_tools(home: Home, start: Any, held: list[Any]) -> Any:
