@@ -79,7 +79,8 @@ def _shown(home: Home, name: str, config: dict[str, Any] | None, listed: dict[st
         settings.append(entry)
     doc["settings"] = settings
     if config is not None:
-        doc.update(sandbox=bool(config.get("sandbox")), timeout_seconds=config.get("timeout_seconds", DEFAULT_TIMEOUT))
+        seconds = float(config.get("timeout_seconds", DEFAULT_TIMEOUT))
+        doc.update(sandbox=bool(config.get("sandbox")), timeout_seconds=int(seconds) if seconds.is_integer() else seconds)
     problem = _problem(name, listed)
     if problem:
         doc["error"] = problem

@@ -153,11 +153,16 @@ def plugin_box(home: Home) -> Box:
 
 
 def python_folders() -> list[str]:
-    """The folders this Python runs and imports from, outside the system's (which every box
-    has), each once, none inside another."""
+    """The folders a plugin's Python runs and imports from, outside the system's (which every
+    box has), each once, none inside another: the installation and the environment, where
+    they import from (site-packages, what its .pth files add, $PYTHONPATH) and the host
+    script's folder. Not fw's own first entry of sys.path (its script's folder, or the working
+    folder), which a plugin's Python does not import from."""
     wanted: list[str] = []
+    cwd = os.getcwd()
+    imported = [p for p in sys.path[1:] if p and os.path.abspath(p) != cwd]
     paths = [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, os.path.dirname(os.path.realpath(sys.executable)),
-             os.path.dirname(os.path.abspath(sys.executable)), os.path.dirname(HOST), *sys.path,
+             os.path.dirname(os.path.abspath(sys.executable)), os.path.dirname(HOST), *imported,
              *os.environ.get("PYTHONPATH", "").split(os.pathsep)]
     for path in paths:
         if not path or not os.path.isdir(path):
