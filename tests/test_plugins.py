@@ -245,9 +245,11 @@ def test_a_plugin_that_is_missing_or_fails_to_load_offers_nothing_and_home_check
     assert shown["installed"] is False and shown["enabled"] is True and "not installed" in shown["error"]
 
 
-def test_a_sandboxed_plugin_sees_neither_the_home_nor_the_network(home, test_plugins):
+def test_a_sandboxed_plugin_sees_neither_the_home_nor_the_network(home, test_plugins, monkeypatch):
     if shutil.which("bwrap") is None:
         pytest.skip("bubblewrap (bwrap) is not installed")
+    # Python imports from a folder that holds the home too: the box binds it, and hides the home in it
+    monkeypatch.setenv("PYTHONPATH", f"{test_plugins}{os.pathsep}{home.parent}")
     fwj("plugin", "enable", "misbehaving", "--secret-setting", "token", input=CANARY)
     agent()
     key_file = str(home / "secrets/plugin/misbehaving.json")
@@ -310,3 +312,24 @@ def test_the_example_plugins_own_tests_pass():
                            str(EXAMPLE_PLUGIN / "tests")], capture_output=True, text=True, timeout=120, cwd=REPO)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "5 passed" in proc.stdout
+
+
+def test_ctrl_c_during_a_hanging_plugin_call_stops_it_at_once(home, test_plugins):
+    import signal
+
+    fwj("plugin", "enable", "misbehaving", "--timeout", "600")
+    script = [{"tool_calls": [{"name": "plugin__misbehaving__hang", "arguments": {}}]}, {"content": "never"}]
+    with ChatServer(script) as server:
+        agent(base_url=server.base_url)
+        proc = subprocess.Popen([fw_bin(), "agent", "run", "a1", "--message", "go", "--json"], env={**os.environ, "FW_HOME": str(home)},
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 60
+        while not [line for line in processes_with(f"--parent {proc.pid} ") if "--serve" in line] and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(0.5)  # the call is under way
+        stopped = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and json.loads(out)["error"]["code"] == "interrupted"
+    assert time.monotonic() - stopped < 15
+    assert wait_until_gone(f"--parent {proc.pid} ") == []

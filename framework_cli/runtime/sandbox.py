@@ -75,10 +75,16 @@ def bwrap_argv(bwrap: str, box: Box) -> list[str]:
         argv += ["--ro-bind", path, path]
     if box.network:
         argv += _resolver_binds()
+    # A hidden home that holds the workspace is covered before the workspace is bound into it;
+    # one that the workspace holds, after.
+    holds = [p for p in box.hidden if box.workspace is not None and is_within(os.path.abspath(box.workspace), p)]
+    for path in holds:
+        argv += ["--tmpfs", path]
     if box.workspace is not None:
         argv += ["--bind", box.workspace, box.workspace]
     for path in box.hidden:
-        argv += ["--tmpfs", path]
+        if path not in holds:
+            argv += ["--tmpfs", path]
     argv += ["--unshare-all", *(["--share-net"] if box.network else []), "--cap-drop", "ALL", "--die-with-parent", "--new-session"]
     folder = box.workspace or "/tmp"
     argv += ["--setenv", "HOME", folder, "--chdir", folder, "--"]
