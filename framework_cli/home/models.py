@@ -414,8 +414,12 @@ def _accepts(prop: dict[str, Any], defs: dict[str, Any]) -> str:
     if len(options) != 1:
         return " or ".join(_accepts(p, defs) for p in options)
     prop = options[0]
+    if "$ref" in prop:  # an optional block (`sandbox`)
+        return _accepts(prop, defs)
     if "enum" in prop:
         return "one of " + ", ".join(map(str, prop["enum"]))
+    if "const" in prop:
+        return str(prop["const"])
     if "pattern" in prop:
         return SHORT_PATTERN_WORDS.get(prop["pattern"], "text")
     kind = prop.get("type")
