@@ -223,6 +223,14 @@ def test_without_bwrap_exec_and_the_sandbox_tools_are_unavailable_and_nothing_ru
     assert after == before
 
 
+def test_without_bwrap_an_exec_chosen_unconfined_is_still_offered(home, work, tmp_path, monkeypatch):
+    boxed_agent(directory=work, execution={"enabled": True, "sandbox": "none"})
+    monkeypatch.setenv("PATH", path_without_bwrap(tmp_path))
+    run = fwj("run", "start", "--principal", "boxer")
+    assert "framework_exec" in run["tools"] and "sandbox__exec" not in run["tools"]
+    assert {u["name"]: u["reason"] for u in run["unavailable_tools"]}["sandbox__exec"] == "source_unavailable"
+
+
 def test_a_run_probes_the_sandbox_once_when_it_starts(home, work, tmp_path, monkeypatch):
     """A bwrap that fails its probe (here: one that always fails) makes exec unavailable."""
     fake = tmp_path / "fakebin"

@@ -193,6 +193,7 @@ def _builtin(snapshot: Snapshot) -> tuple[list[tuple[str, str]], list[dict[str, 
     does not grant (`local_execution` without `execution.enabled`)."""
     offered, refused = [], []
     execution = bool((snapshot.definition.get("execution") or {}).get("enabled"))
+    boxed_exec = (snapshot.definition.get("execution") or {}).get("sandbox") != "none"
     groups = list(snapshot.definition.get("builtin_tools") or [])
     if snapshot.managed:
         groups.insert(0, MANAGED_RUNTIME)
@@ -201,7 +202,7 @@ def _builtin(snapshot: Snapshot) -> tuple[list[tuple[str, str]], list[dict[str, 
             name = BUILTIN_PREFIX + tool
             if group == "local_execution" and not execution:
                 refused.append({"name": name, "reason": EXECUTION_DISABLED, "detail": "local_execution also needs execution.enabled: true"})
-            elif group == "local_execution" and snapshot.sandbox_problem and needs_sandbox(snapshot.definition):
+            elif group == "local_execution" and snapshot.sandbox_problem and boxed_exec:
                 refused.append({"name": name, "reason": SANDBOX_UNAVAILABLE, "detail": snapshot.sandbox_problem})
             else:
                 offered.append((name, group))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import threading
 from typing import Any
 
 from ..domain.agent_catalogue import agent_catalogue
@@ -56,17 +57,39 @@ def sources_now(home: Home, definition: dict[str, Any], model_tool_call: bool, h
     plugins = frozen.get("plugins") or {}
     snapshot.plugins = list(plugins)
     if always or runner_refusal(snapshot) is None:
+        listing = _Listing(lambda: plugin_tools_now(home, plugins)) if plugins else None  # meanwhile, in its own process
         if needs_sandbox(definition):
             snapshot.sandbox_problem = probe()
         servers = frozen.get("mcps") or {}
         if servers:
             connections = list_mcp_tools(home, servers, directory)
             held.append(connections)
-            snapshot.mcp_tools, snapshot.mcp_unavailable = connections.tools, connections.unavailable
-        if plugins:
-            snapshot.plugin_tools, snapshot.plugin_unavailable = plugin_tools_now(home, plugins)
+            snapshot.mcp_tools, snapshot.mcp_unavailable = dict(connections.tools), dict(connections.unavailable)
+        if listing is not None:
+            snapshot.plugin_tools, snapshot.plugin_unavailable = listing.result()
     snapshot.skills = {name: skill_description(part) for name, part in (frozen.get("skills") or {}).items()}
     return snapshot
+
+
+class _Listing:
+    """A job of another thread (a blocking listing), while this one does its own."""
+
+    def __init__(self, job: Any) -> None:
+        self._box: dict[str, Any] = {}
+        self._thread = threading.Thread(target=self._run, args=(job,), name="fw-plugin-listing", daemon=True)
+        self._thread.start()
+
+    def _run(self, job: Any) -> None:
+        try:
+            self._box["value"] = job()
+        except BaseException as exc:  # handed to the caller
+            self._box["error"] = exc
+
+    def result(self) -> Any:
+        self._thread.join()
+        if "error" in self._box:
+            raise self._box["error"]
+        return self._box["value"]
 
 
 def tools_offered_now(home: Home, definition: dict[str, Any], directory: str | None = None) -> dict[str, Any]:
