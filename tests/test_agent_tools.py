@@ -3,14 +3,10 @@ agent page list every tool a run of it may be offered, by source, each with whet
 allowed and available and why not; the page saves `mcps` in their order."""
 
 import json
-import os
 import re
-import shutil
 import sys
 
-import pytest
-
-from conftest import CANARY, fw, fwj, snapshot
+from conftest import fw, fwj, snapshot
 from test_agent_run import FAKE_MCP
 from test_tasks_exec import provider_and_model
 from test_web import client, csrf

@@ -16,7 +16,19 @@ import uuid
 
 import pytest
 
-from conftest import CANARY, EXAMPLE_PLUGIN, REPO, fw, fw_bin, fwj, make_basics, plugin_site, processes_with, snapshot, wait_until_gone
+from conftest import (
+    CANARY,
+    EXAMPLE_PLUGIN,
+    REPO,
+    fw,
+    fw_bin,
+    fwj,
+    make_basics,
+    plugin_site,
+    processes_with,
+    snapshot,
+    wait_until_gone,
+)
 from fakes.chat_server import ChatServer
 from test_tasks_exec import provider_and_model
 
@@ -62,7 +74,7 @@ def test_the_example_plugin_is_listed_shown_enabled_and_disabled(home, example_p
     assert oct((home / "secrets/plugin/example.json").stat().st_mode & 0o777) == "0o600"
     key = next(s for s in fwj("plugin", "show", "example")["settings"] if s["name"] == "signing_key")
     assert key["set"] is True and "value" not in key
-    assert fwj("plugin", "list")["plugins"][0]["enabled"] is True or any(p["enabled"] for p in fwj("plugin", "list")["plugins"])
+    assert {"name": "example", "enabled": True, "sandbox": False}.items() <= {p["name"]: p for p in fwj("plugin", "list")["plugins"]}["example"].items()
     assert fwj("home", "check")["warnings"] == []
     again = fwj("plugin", "enable", "example", "--setting", "greeting=Hi")
     assert again["changed"] is False

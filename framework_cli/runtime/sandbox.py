@@ -31,7 +31,6 @@ from ..domain.runs import WORKSPACES, workspace_of
 from ..errors import FwError
 from ..home.store import Home
 
-BACKEND = "bubblewrap"
 PROGRAM = "bwrap"
 NO_SANDBOX = "none"  # execution.sandbox: the old behaviour, chosen explicitly
 REASON = "sandbox_unavailable"
