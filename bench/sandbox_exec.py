@@ -73,14 +73,15 @@ def in_process(home: Path, runs: list[str], calls: int) -> list[list[float]]:
 
 
 def probe_cost(calls: int) -> tuple[float, float]:
-    from framework_cli.runtime.sandbox import Box, bwrap_argv, find_bwrap
+    """A run's probe (`runtime.sandbox.probe`), against starting `true` alone."""
+    from framework_cli.runtime.sandbox import probe
 
-    bwrap = find_bwrap()
-    assert bwrap is not None
     boxed, bare = [], []
     for _ in range(calls):
         bare.append(timed([shutil.which("true") or "/bin/true"])[0])
-        boxed.append(timed(bwrap_argv(bwrap, Box()) + ["true"])[0])
+        start = time.perf_counter()
+        assert probe() is None
+        boxed.append(time.perf_counter() - start)
     return statistics.median(boxed), statistics.median(bare)
 
 

@@ -121,8 +121,11 @@ def probe() -> str | None:
     bwrap = find_bwrap()
     if bwrap is None:
         return f"{PROGRAM} is not installed or not on PATH"
+    # `true` as the box's PID 1: bwrap's own init there, once its parent has gone, would be left
+    # for the system's init to reap (a command runs under a supervisor, which reaps it).
+    argv = bwrap_argv(bwrap, Box())[:-1] + ["--as-pid-1", "--", "true"]
     try:
-        done = subprocess.run(bwrap_argv(bwrap, Box()) + ["true"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+        done = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                               stderr=subprocess.PIPE, timeout=PROBE_SECONDS, env=_probe_env())
     except subprocess.TimeoutExpired:
         return f"{PROGRAM} did not finish a trivial program in {PROBE_SECONDS:g} s"
