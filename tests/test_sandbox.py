@@ -232,6 +232,22 @@ def test_without_bwrap_an_exec_chosen_unconfined_is_still_offered(home, work, mo
 
 
 def test_a_run_probes_the_sandbox_once_when_it_starts(home, work, tmp_path, monkeypatch):
+    """A bwrap that logs each start, then is the real one: one probe for the run, at its start."""
+    fake, log = tmp_path / "logbin", tmp_path / "bwrap.log"
+    fake.mkdir()
+    (fake / "bwrap").write_text(f"#!/bin/sh\necho \"$*\" >> {log}\nexec {shutil.which('bwrap')} \"$@\"\n")
+    (fake / "bwrap").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake}{os.pathsep}{os.environ['PATH']}")
+    boxed_agent(directory=work)
+    run_id = fwj("run", "start", "--principal", "boxer")["run_id"]
+    assert [line.endswith("--as-pid-1 -- true") for line in log.read_text().splitlines()] == [True]
+    for tool in EXEC_TOOLS:
+        assert run_sh(run_id, tool, "echo boxed")["stdout"] == "boxed\n"
+    started = log.read_text().splitlines()
+    assert len(started) == 3 and not any("--as-pid-1" in line for line in started[1:])  # each call boxed, no probe again
+
+
+def test_a_bwrap_that_fails_its_probe_makes_exec_unavailable(home, work, tmp_path, monkeypatch):
     """A bwrap that fails its probe (here: one that always fails) makes exec unavailable."""
     fake = tmp_path / "fakebin"
     fake.mkdir()
