@@ -30,6 +30,9 @@ from conftest import (
     wait_until_gone,
 )
 from fakes.chat_server import ChatServer
+from test_gateway import call as gateway_call
+from test_gateway import gateway  # noqa: F401  (a fixture: `fw mcp serve --http`)
+from test_gateway import started
 from test_tasks_exec import provider_and_model
 
 HOST = "_plugin_host.py"
@@ -345,3 +348,17 @@ def test_ctrl_c_during_a_hanging_plugin_call_stops_it_at_once(home, test_plugins
     assert proc.returncode == 130 and json.loads(out)["error"]["code"] == "interrupted"
     assert time.monotonic() - stopped < 15
     assert wait_until_gone(f"--parent {proc.pid} ") == []
+
+
+def test_an_external_runner_sees_plugin_and_sandbox_tools_through_the_gateway(home, example_plugin, gateway):
+    fwj("plugin", "enable", "example")
+    agent(sandbox={})
+    _, token = started("--agent", "a1")
+    assets, error = gateway_call(gateway, token, "fw_list_assets", {"asset_types": ["plugin_tools", "sandbox_tools"]})
+    assert not error and set(assets) == {"run_id", "plugin_tools", "sandbox_tools", "unavailable_tools"}
+    assert [t["name"] for t in assets["plugin_tools"]] == ["plugin__example__word_count", "plugin__example__greet", "plugin__example__sign"]
+    assert "sandbox__read_file" in [t["name"] for t in assets["sandbox_tools"]]
+    greeted, error = gateway_call(gateway, token, "fw_call_tool", {"tool_name": "plugin__example__greet", "parameters": {"name": "Ada"}})
+    assert not error and greeted["result"] == {"text": "Hello, Ada!"}
+    direct, error = gateway_call(gateway, token, "plugin__example__word_count", {"text": "a b"})
+    assert not error and direct["result"]["words"] == 2
