@@ -1,5 +1,5 @@
-"""The sandbox: bubblewrap (`bwrap`, Debian package `bubblewrap`) runs a program confined, as
-Codex and Claude Code confine an agent's commands on Linux.
+"""The sandbox: bubblewrap (`bwrap`, Debian package `bubblewrap`) runs a program confined: one
+command line built in one function, probed once per run, never bypassed.
 
     problem = probe()                       # None: the sandbox works here; else why not
     box = Box(workspace, network=False, hidden=hidden_paths(home, [workspace]))
