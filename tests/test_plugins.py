@@ -84,6 +84,7 @@ def test_the_example_plugin_is_listed_shown_enabled_and_disabled(home, example_p
 
     assert fwj("plugin", "disable", "example") == {"name": "example", "enabled": False, "changed": True}
     assert not (home / "plugins/example.yaml").exists() and not (home / "secrets/plugin/example.json").exists()
+    assert CANARY in (home / "secrets/.retired.json").read_text()  # still known: still redacted wherever it shows
     assert fwj("plugin", "disable", "example")["changed"] is False
 
 

@@ -145,14 +145,14 @@ def _check_settings(name: str, declared: dict[str, Any], settings: dict[str, str
 
 
 def plugin_disable(home: Home, name: str) -> dict[str, Any]:
-    """Stop offering a plugin here: its file and its secret settings are removed. A plugin
-    that is not enabled is no change."""
+    """Stop offering a plugin here: its file and its secret settings are removed (the values
+    stay known, so that they are still redacted). A plugin that is not enabled is no change."""
     check_name(name, "plugin name")
     with home.locked():
         changed = home.exists(plugin_rel(name)) or secrets.has(home, PLUGIN_SECRETS, name)
         if changed:
             home.remove(plugin_rel(name))
-            secrets.remove(home, PLUGIN_SECRETS, name)
+            secrets.save(home, PLUGIN_SECRETS, name, {})  # removed, and its values kept known (retired): never shown later
     return {"name": name, "enabled": False, "changed": changed}
 
 
