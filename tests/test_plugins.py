@@ -363,3 +363,16 @@ def test_an_external_runner_sees_plugin_and_sandbox_tools_through_the_gateway(ho
     assert not error and greeted["result"] == {"text": "Hello, Ada!"}
     direct, error = gateway_call(gateway, token, "plugin__example__word_count", {"text": "a b"})
     assert not error and direct["result"]["words"] == 2
+
+
+def test_enable_and_disable_have_a_dry_run_that_writes_nothing(home, example_plugin):
+    make_basics()
+    fwj("plugin", "enable", "example")
+    before = snapshot(home)
+    dry = fwj("plugin", "enable", "example", "--setting", "greeting=Yo", "--secret-setting", "signing_key", "--dry-run",
+              input=CANARY)
+    assert dry["dry_run"] is True and "+  greeting: Yo" in dry["diff"] and CANARY not in dry["diff"]
+    assert {"path": "secrets/plugin/example.json", "action": "write"} in dry["files"]
+    gone = fwj("plugin", "disable", "example", "--dry-run")
+    assert gone["dry_run"] is True and gone["files"] == [{"path": "plugins/example.yaml", "action": "remove"}]
+    unchanged(home, before)

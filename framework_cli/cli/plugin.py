@@ -6,7 +6,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from .common import DURATION_HELP, complete_plugin, home_of, parse_duration
+from .common import DURATION_HELP, DryRunOpt, complete_plugin, home_of, maybe_dry, parse_duration, render_dry_run
 from .output import JsonOpt, emit, read_stdin_text, table
 
 app = typer.Typer(help="List the installed plugins (entry points of group fw.plugins); enable one in this home, with its "
@@ -67,6 +67,7 @@ def enable(
     secret_setting: Annotated[Optional[list[str]], typer.Option("--secret-setting", metavar="NAME", help="A setting the plugin declares secret, its value read from standard input (repeat: one value a line, in order); kept under secrets/.")] = None,
     sandbox: Annotated[Optional[bool], typer.Option("--sandbox/--no-sandbox", help="Run the plugin's process in the sandbox (no network, nothing of this machine but the system and Python).", show_default=False)] = None,
     timeout: Annotated[Optional[str], typer.Option("--timeout", metavar="DURATION", help=f"How long one call may take (default 60 s): {DURATION_HELP}.", show_default=False)] = None,
+    dry_run: DryRunOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Enable a plugin in this home, or change its settings. Its tools (plugin__NAME__TOOL) are
@@ -78,9 +79,12 @@ def enable(
     secret_values = _secret_values(secret_setting or [])
     seconds = parse_duration(timeout, "--timeout") if timeout is not None else None
     home = home_of(ctx)
-    doc = plugin_enable(home, name, settings, secret_values, sandbox=sandbox, timeout=seconds)
+    doc = maybe_dry(home, dry_run, lambda: plugin_enable(home, name, settings, secret_values, sandbox=sandbox, timeout=seconds))
 
     def human(console: Any) -> None:
+        if dry_run:
+            render_dry_run(console, doc)
+            return
         console.print(f"{'Enabled' if doc['changed'] else 'Unchanged:'} plugin {name} in this home. Agents without allowed_tools "
                       f"are offered every tool of it; others, those their allowed_tools name.")
         render_plugin(console, doc)
@@ -119,10 +123,14 @@ def _secret_values(names: list[str]) -> dict[str, str]:
 
 
 @app.command("disable")
-def disable(ctx: typer.Context, name: NameArg, as_json: JsonOpt = False) -> None:
+def disable(ctx: typer.Context, name: NameArg, dry_run: DryRunOpt = False, as_json: JsonOpt = False) -> None:
     """Disable a plugin in this home: its file and its secret settings are removed; later runs
     are not offered its tools. Not enabled is no change."""
     from ..runtime.plugin_admin import plugin_disable  # lazy: start-up speed
 
-    doc = plugin_disable(home_of(ctx), name)
+    home = home_of(ctx)
+    doc = maybe_dry(home, dry_run, lambda: plugin_disable(home, name))
+    if dry_run:
+        emit(doc, as_json, lambda c: render_dry_run(c, doc))
+        return
     emit(doc, as_json, lambda c: c.print(f"Disabled plugin {name}." if doc["changed"] else f"Unchanged: plugin {name} was not enabled."))

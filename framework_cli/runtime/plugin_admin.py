@@ -149,11 +149,12 @@ def plugin_disable(home: Home, name: str) -> dict[str, Any]:
     stay known, so that they are still redacted). A plugin that is not enabled is no change."""
     check_name(name, "plugin name")
     with home.locked():
-        changed = home.exists(plugin_rel(name)) or secrets.has(home, PLUGIN_SECRETS, name)
-        if changed:
+        enabled, stored = home.exists(plugin_rel(name)), secrets.has(home, PLUGIN_SECRETS, name)
+        if enabled:
             home.remove(plugin_rel(name))
+        if stored:
             secrets.save(home, PLUGIN_SECRETS, name, {})  # removed, and its values kept known (retired): never shown later
-    return {"name": name, "enabled": False, "changed": changed}
+    return {"name": name, "enabled": False, "changed": enabled or stored}
 
 
 def plugin_warnings(home: Home) -> list[dict[str, Any]]:
