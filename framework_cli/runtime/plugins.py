@@ -112,12 +112,13 @@ class _Link:
         return doc
 
     def why_gone(self) -> str:
-        """How the process ended, and the end of what it said on standard error, redacted."""
+        """How the process ended, and the last line it wrote on standard error, redacted."""
         try:
             code = self.proc.wait(1.0)
         except subprocess.TimeoutExpired:
             code = None
-        said = " ".join(bytes(self.stderr).decode("utf-8", "replace").split())[-300:]
+        lines = [line.strip() for line in bytes(self.stderr).decode("utf-8", "replace").splitlines() if line.strip()]
+        said = lines[-1][:300] if lines else ""  # its last word (a traceback's last line names the error), never the traceback
         how = f"exit code {code}" if code is not None and code < 128 else f"killed by signal {code - 128}" if code else "it stopped answering"
         return redact(f"{how}{': ' + said if said else ''}")
 
