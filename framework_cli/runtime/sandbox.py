@@ -39,7 +39,8 @@ PROBE_SECONDS = 10.0
 SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
 # Files of /etc that hold secrets; the box sees them empty (a folder: an empty tmpfs).
 ETC_SECRETS = ("/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-", "/etc/ssh/ssh_host_*_key",
-               "/etc/ssl/private", "/etc/sudoers", "/etc/sudoers.d")
+               "/etc/ssl/private", "/etc/sudoers", "/etc/sudoers.d", "/etc/NetworkManager/system-connections",
+               "/etc/credstore", "/etc/credstore.encrypted", "/etc/machine-id")
 INSTALL_HINT = "install bubblewrap (Debian and Ubuntu: `apt-get install bubblewrap`) so that `bwrap` is on PATH"
 
 
