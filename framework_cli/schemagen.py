@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from .domain.catalogue import CATALOGUE
-from .tools.service import TOOLS
+from .tools.service import SANDBOX_TOOLS, TOOLS
 
 
 def generated() -> dict[str, str]:
@@ -19,7 +19,7 @@ def generated() -> dict[str, str]:
     from .home.models import MODELS, json_schema  # lazy: start-up speed
 
     out = {f"{kind}.json": json.dumps(json_schema(kind), indent=2, sort_keys=True) + "\n" for kind in MODELS}
-    for name, tool in TOOLS.items():
+    for name, tool in {**TOOLS, **SANDBOX_TOOLS}.items():
         schema = {"$schema": "https://json-schema.org/draft/2020-12/schema", "$id": f"tools/{name}.json",
                   "title": name, "description": tool.description, **tool.input_schema}
         out[f"tools/{name}.json"] = json.dumps(schema, indent=2, sort_keys=True) + "\n"

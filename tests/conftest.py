@@ -131,6 +131,49 @@ def sample(tmp_path, monkeypatch) -> Path:
     return root
 
 
+# -- plugins ------------------------------------------------------------------------------------
+EXAMPLE_PLUGIN = REPO / "examples" / "plugins" / "fw-example-plugin"
+PLUGIN_FAKES = Path(__file__).resolve().parent / "fakes" / "plugins"
+
+
+@pytest.fixture(scope="session")
+def example_plugin() -> str:
+    """The example plugin, installed into this test environment as a user installs a plugin
+    (`.ci/run` installs it first; here it is installed once when it is missing, under a lock,
+    since several test workers may ask at once). Its name, as fw knows it."""
+    import fcntl
+
+    with open(Path(sys.prefix) / ".fw-example-plugin.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        check = [sys.executable, "-c", "import importlib.metadata as m; m.distribution('fw-example-plugin')"]
+        if subprocess.run(check, capture_output=True).returncode != 0:
+            subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-deps",
+                            "-e", str(EXAMPLE_PLUGIN)], check=True, capture_output=True, timeout=600)
+    return "example"
+
+
+def plugin_site(folder: Path, **entry_points: str) -> Path:
+    """A folder Python imports from, holding the test plugins (tests/fakes/plugins) and the
+    metadata of a distribution that declares `entry_points` (name="module:object") in group
+    fw.plugins. Put it on PYTHONPATH: fw's plugin processes then find them."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for module in PLUGIN_FAKES.glob("*.py"):
+        shutil.copy(module, folder / module.name)
+    info = folder / "fw_test_plugins-0.1.dist-info"
+    info.mkdir(exist_ok=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: fw-test-plugins\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[fw.plugins]\n" + "".join(f"{name} = {target}\n" for name, target in entry_points.items()))
+    return folder
+
+
+@pytest.fixture
+def test_plugins(tmp_path, monkeypatch) -> Path:
+    """The misbehaving test plugin (`misbehaving`), where fw's plugin processes find it."""
+    site = plugin_site(tmp_path / "site", misbehaving="fw_test_plugins:misbehaving")
+    monkeypatch.setenv("PYTHONPATH", str(site))
+    return site
+
+
 def make_basics(with_key: bool = True) -> None:
     """A provider (with the canary key), a model with tool calling, and an agent on it."""
     data = {"base_url": "https://llm.example.test/v1"}

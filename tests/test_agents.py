@@ -95,7 +95,7 @@ def test_unknown_or_duplicate_groups_in_a_file_on_disk_are_corrupt(home, content
 def test_agent_flags_set_and_clear_fields(home):
     fwj("resource", "write", "harness", "h1", "--create", "--data", '{"type": "local"}')
     doc = fwj("agent", "edit", "a1", "--harness", "h1", "--prompt", "default", "--description", "d", "--execution")
-    assert doc["data"]["harness"] == "h1" and doc["data"]["execution"] == {"enabled": True}
+    assert doc["data"]["harness"] == "h1" and doc["data"]["execution"] == {"enabled": True, "sandbox": "bubblewrap", "network": False}
     doc = fwj("agent", "edit", "a1", "--harness", "")
     assert "harness" not in doc["data"]
 

@@ -3,7 +3,6 @@
 the output cap counts bytes, and a missing working folder is named as such."""
 
 import json
-import sys
 import uuid
 
 import pytest
@@ -17,16 +16,20 @@ def marker() -> str:
 
 
 def sleeper(mark: str, seconds: int = 300) -> str:
-    """A shell word list for a process that sleeps, with `mark` in its command line."""
-    return f"{sys.executable} -c 'import time; time.sleep({seconds})' {mark}"
+    """A shell word list for a process that sleeps, with `mark` in its command line (python3 of
+    the system: the sandbox sees the system, not this test's virtual environment)."""
+    return f"python3 -c 'import time; time.sleep({seconds})' {mark}"
 
 
-@pytest.fixture
-def exec_run(home, tmp_path):
+@pytest.fixture(params=["bubblewrap", "none"])
+def exec_run(request, home, tmp_path):
+    """A run with exec, in the sandbox and (the old behaviour, chosen explicitly) outside it:
+    the supervisor's promises hold either way."""
     work = tmp_path / "work"
     work.mkdir()
     provider_and_model("x", "http://127.0.0.1:9/v1")
     bound_agent("worker", "m-x", "local_execution", directory=work, execution=True)
+    fwj("resource", "write", "agent", "worker", "--data", json.dumps({"execution": {"sandbox": request.param}}))
     return fwj("run", "start", "--principal", "worker")["run_id"], work
 
 
@@ -64,7 +67,7 @@ def test_the_64_kib_cap_counts_bytes_and_cuts_at_a_character_boundary(exec_run):
     run_id, _ = exec_run
     emoji = "\U0001F600"  # four bytes in UTF-8
     program = f"import sys; sys.stdout.write('a' + {emoji!r} * 70000); sys.stderr.write({emoji!r} * 10)"
-    doc = call(run_id, "framework_exec", {"argv": [sys.executable, "-c", program]}, code=0)
+    doc = call(run_id, "framework_exec", {"argv": ["python3", "-c", program]}, code=0)
     kept = doc["stdout"].encode("utf-8")
     assert len(kept) <= 65536 and doc["truncated"] is True
     assert doc["stdout"] == "a" + emoji * 16383  # 65,533 bytes: the next emoji would cross the cap
@@ -73,7 +76,7 @@ def test_the_64_kib_cap_counts_bytes_and_cuts_at_a_character_boundary(exec_run):
 
 def test_output_of_exactly_the_cap_is_not_truncated(exec_run):
     run_id, _ = exec_run
-    doc = call(run_id, "framework_exec", {"argv": [sys.executable, "-c", "print('\u00e9' * 32767)"]}, code=0)
+    doc = call(run_id, "framework_exec", {"argv": ["python3", "-c", "print('\u00e9' * 32767)"]}, code=0)
     assert len(doc["stdout"].encode()) == 65535 and doc["truncated"] is False
 
 

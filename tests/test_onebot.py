@@ -272,7 +272,7 @@ def test_a_socket_that_drops_mid_call_is_unavailable_for_that_call(home):
 def test_ctrl_c_ends_the_runs_in_progress_and_leaves_nothing_running(home, tmp_path):
     marker_mcp, marker_exec = f"mcp-{uuid.uuid4().hex}", f"exec-{uuid.uuid4().hex}"
     script = [{"tool_calls": [{"name": "framework_exec", "arguments": {
-        "argv": [sys.executable, "-c", "import time; time.sleep(300)", marker_exec], "timeout_seconds": 600}}]},
+        "argv": ["python3", "-c", "import time; time.sleep(300)", marker_exec], "timeout_seconds": 600}}]},
         {"content": "never"}]
     with ChatServer(script) as chat:
         fwj("resource", "write", "mcp", "files", "--create", "--data",

@@ -13,7 +13,8 @@ DEFINITIONS = {
     "skill": {"description": "does a thing", "body": "# Steps\n\n1. Do it.\n"},
     "mcp": {"transport": "stdio", "command": "srv", "args": ["--fast"], "env": {"TOKEN": "tok-123456789"}},
     "harness": {"type": "local", "command": "run", "capabilities": {"tool_calling": True}, "permissions": {"tools": ["detail", "call"]}},
-    "agent": {"model": "m0", "prompt": "default", "builtin_tools": ["resource_management"], "execution": {"enabled": True}},
+    "agent": {"model": "m0", "prompt": "default", "builtin_tools": ["resource_management"],
+              "execution": {"enabled": True, "sandbox": "bubblewrap", "network": False}},
 }
 
 

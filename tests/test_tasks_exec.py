@@ -2,12 +2,12 @@
 
 import json
 import os
-import sys
 import time
+import uuid
 
 import pytest
 
-from conftest import CANARY, fw, fwj, snapshot
+from conftest import CANARY, fw, fwj, processes_with, snapshot
 from fakes.chat_server import ChatServer
 
 
@@ -139,7 +139,7 @@ def exec_run(home, tmp_path):
 
 def test_exec_runs_a_program_in_the_bindings_folder(exec_run):
     run_id, work = exec_run
-    doc = call(run_id, "framework_exec", {"argv": [sys.executable, "-c", "import os, sys; print(os.getcwd()); sys.exit(3)"]}, code=0)
+    doc = call(run_id, "framework_exec", {"argv": ["python3", "-c", "import os, sys; print(os.getcwd()); sys.exit(3)"]}, code=0)
     assert doc == {"exit_code": 3, "stdout": f"{work}\n", "stderr": "", "timed_out": False, "truncated": False}
     fed = call(run_id, "framework_exec", {"argv": ["cat"], "stdin": "fed in"}, code=0)
     assert fed["stdout"] == "fed in"
@@ -150,33 +150,24 @@ def test_exec_gives_the_program_a_minimal_environment(exec_run, monkeypatch):
     monkeypatch.setenv("PARENT_ONLY_SECRET", "do-not-pass-me")
     doc = call(run_id, "framework_exec", {"argv": ["env"]}, code=0)
     names = {line.split("=", 1)[0] for line in doc["stdout"].splitlines()}
-    assert "PARENT_ONLY_SECRET" not in names and names <= {"PATH", "HOME", "LANG", "TERM"}
+    # in the sandbox, bubblewrap also sets PWD (the workspace) when it enters it
+    assert "PARENT_ONLY_SECRET" not in names and names <= {"PATH", "HOME", "LANG", "TERM", "PWD"}
 
 
 def test_exec_kills_the_whole_group_at_the_timeout(exec_run):
     run_id, _ = exec_run
+    mark = f"fw-test-marker-{uuid.uuid4().hex[:12]}"
     started = time.monotonic()
-    doc = call(run_id, "framework_exec", {"argv": ["sh", "-c", "sleep 30 & echo $!; sleep 30"], "timeout_seconds": 1}, code=0)
+    sleeper = f"python3 -c 'import time; time.sleep(30)' {mark}"
+    doc = call(run_id, "framework_exec", {"argv": ["sh", "-c", f"{sleeper} & echo started; {sleeper}"], "timeout_seconds": 1}, code=0)
     assert time.monotonic() - started < 10
-    assert doc["timed_out"] is True
-    child = int(doc["stdout"].split()[0])
-    time.sleep(0.2)
-    assert gone(child)
-
-
-def gone(pid):
-    """The process has exited: no such process, or a zombie nobody has reaped yet."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    with open(f"/proc/{pid}/stat") as handle:
-        return handle.read().rsplit(")", 1)[1].split()[0] == "Z"
+    assert doc["timed_out"] is True and doc["stdout"] == "started\n"
+    assert processes_with(mark) == []
 
 
 def test_exec_cuts_each_stream_at_64_kib(exec_run):
     run_id, _ = exec_run
-    doc = call(run_id, "framework_exec", {"argv": [sys.executable, "-c", "import sys; sys.stdout.write('x' * 1048576); sys.stderr.write('e')"]}, code=0)
+    doc = call(run_id, "framework_exec", {"argv": ["python3", "-c", "import sys; sys.stdout.write('x' * 1048576); sys.stderr.write('e')"]}, code=0)
     assert len(doc["stdout"]) == 65536 and doc["truncated"] is True and doc["stderr"] == "e"
 
 
@@ -280,10 +271,11 @@ def test_cancelling_a_running_task_stops_its_run(home, tmp_path):
 
 def test_exec_leaves_no_background_child_behind(exec_run):
     run_id, _ = exec_run
-    doc = call(run_id, "framework_exec", {"argv": ["sh", "-c", "(sleep 300 >/dev/null 2>&1 & echo $!)"]}, code=0)
-    child = int(doc["stdout"].split()[0])
-    time.sleep(0.2)
-    assert gone(child)
+    mark = f"fw-test-marker-{uuid.uuid4().hex[:12]}"
+    script = f"(python3 -c 'import time; time.sleep(300)' {mark} >/dev/null 2>&1 & echo started)"
+    doc = call(run_id, "framework_exec", {"argv": ["sh", "-c", script]}, code=0)
+    assert doc["stdout"] == "started\n"
+    assert processes_with(mark) == []
 
 
 def test_exec_refuses_a_nul_in_argv(exec_run):

@@ -15,6 +15,7 @@ from .common import (
     TIMEOUT_HELP,
     DryRunOpt,
     complete_agent,
+    complete_choice,
     complete_category,
     complete_group,
     complete_mounted_group,
@@ -46,6 +47,10 @@ RemoveMcpOpt = Annotated[Optional[list[str]], typer.Option("--remove-mcp", autoc
 HarnessOpt = Annotated[Optional[str], typer.Option("--harness", autocompletion=complete_resource_of("harness"), help="The harness that runs it ('' clears it).")]
 DescOpt = Annotated[Optional[str], typer.Option("--description", help="What it is for.")]
 ExecOpt = Annotated[Optional[bool], typer.Option("--execution/--no-execution", help="Allow local execution (with the local_execution group).")]
+ExecSandboxOpt = Annotated[Optional[str], typer.Option("--execution-sandbox", metavar="BACKEND", autocompletion=complete_choice("bubblewrap", "none"), help="Where framework_exec runs commands: bubblewrap (the default: confined to the run's workspace) or none (on this machine, unconfined).", show_default=False)]
+ExecNetworkOpt = Annotated[Optional[bool], typer.Option("--execution-network/--no-execution-network", help="Let framework_exec's commands in the sandbox reach the network (default: no).", show_default=False)]
+SandboxOpt = Annotated[Optional[bool], typer.Option("--sandbox/--no-sandbox", help="Give its runs the sandbox tools (sandbox__exec, sandbox__read_file, ...), or take them away.", show_default=False)]
+SandboxNetworkOpt = Annotated[Optional[bool], typer.Option("--sandbox-network/--no-sandbox-network", help="Let sandbox__exec reach the network (default: no); implies --sandbox.", show_default=False)]
 CategoryOpt = Annotated[Optional[str], typer.Option("--category", help="Category to place it in, or move it to.", autocompletion=complete_category)]
 ListCategoryOpt = Annotated[Optional[str], typer.Option("--category", help="Only this category; default: every category.", autocompletion=complete_category)]
 GroupsHelp = "resource_management, task_collaboration or local_execution"
@@ -58,14 +63,26 @@ AddPlatformToolOpt = Annotated[Optional[list[str]], typer.Option("--add-platform
 RemovePlatformToolOpt = Annotated[Optional[list[str]], typer.Option("--remove-platform-tool", help="Stop allowing this platform_ tool (repeat).")]
 
 
-def _fields(model, prompt, harness, description, execution) -> dict[str, Any]:
-    """The flags given, as a merge patch: '' clears a single reference."""
+def _fields(model, prompt, harness, description, execution, boxes=(None, None, None, None)) -> dict[str, Any]:
+    """The flags given, as a merge patch: '' clears a single reference. `boxes`: the values of
+    --execution-sandbox, --execution-network, --sandbox and --sandbox-network."""
     patch: dict[str, Any] = {}
     for key, value in (("model", model), ("prompt", prompt), ("harness", harness), ("description", description)):
         if value is not None:
             patch[key] = value or None
-    if execution is not None:
-        patch["execution"] = {"enabled": execution}
+    exec_sandbox, exec_network, sandbox, sandbox_network = boxes
+    wanted = {"enabled": execution, "sandbox": exec_sandbox, "network": exec_network}
+    if any(value is not None for value in wanted.values()):
+        patch["execution"] = {k: v for k, v in wanted.items() if v is not None}
+    if sandbox is False and sandbox_network is not None:
+        from ..errors import FwError  # lazy: start-up speed
+
+        raise FwError("usage", "--no-sandbox takes the sandbox tools away: --sandbox-network has nothing to apply to",
+                      "give one of them")
+    if sandbox is False:
+        patch["sandbox"] = None
+    elif sandbox or sandbox_network is not None:
+        patch["sandbox"] = {"backend": "bubblewrap", **({"network": sandbox_network} if sandbox_network is not None else {})}
     return patch
 
 
@@ -83,12 +100,16 @@ def create(
     platform_tool: PlatformToolOpt = None,
     description: DescOpt = None,
     execution: ExecOpt = None,
+    execution_sandbox: ExecSandboxOpt = None,
+    execution_network: ExecNetworkOpt = None,
+    sandbox: SandboxOpt = None,
+    sandbox_network: SandboxNetworkOpt = None,
     category: CategoryOpt = None,
     dry_run: DryRunOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Create an agent. It is configured, not running: bind an identity to it to enable it."""
-    data = _fields(model, prompt, harness, description, execution)
+    data = _fields(model, prompt, harness, description, execution, (execution_sandbox, execution_network, sandbox, sandbox_network))
     for field, values in (("skills", skill), ("mcps", mcp), ("builtin_tools", builtin_tool)):
         if values is not None:
             data[field] = listed(values)
@@ -118,6 +139,10 @@ def edit(
     harness: HarnessOpt = None,
     description: DescOpt = None,
     execution: ExecOpt = None,
+    execution_sandbox: ExecSandboxOpt = None,
+    execution_network: ExecNetworkOpt = None,
+    sandbox: SandboxOpt = None,
+    sandbox_network: SandboxNetworkOpt = None,
     event: EventOpt = None,
     add_event: AddEventOpt = None,
     remove_event: RemoveEventOpt = None,
@@ -131,7 +156,7 @@ def edit(
     """Change an agent. Only the flags given change; a change applies from the next run."""
     from ..domain.agent_fields import agent_edit_lists  # lazy: start-up speed
 
-    patch = _fields(model, prompt, harness, description, execution)
+    patch = _fields(model, prompt, harness, description, execution, (execution_sandbox, execution_network, sandbox, sandbox_network))
     flags = {  # field -> (flag, replacement, to add, to remove)
         "skills": ("skill", skill, add_skill, remove_skill),
         "mcps": ("mcp", mcp, add_mcp, remove_mcp),
@@ -170,13 +195,45 @@ def show(ctx: typer.Context, name: NameArg, as_json: JsonOpt = False) -> None:
     doc = agent_show(home_of(ctx), name)
 
     def human(console: Any) -> None:
+        from rich.text import Text
+
         render_resource(console, doc)
         render_activation(console, doc["activation"])
         from .output import describe_runner  # lazy: start-up speed
 
         console.print(f"Runner: {describe_runner(doc['runner'])}" + (f" ({doc['runner']['error']})" if doc["runner"].get("error") else ""))
+        for warning in doc.get("warnings") or []:
+            console.print(Text(f"Warning: {warning['message']}", style="bold red"))
+        console.print(f"Every tool a run of it may be offered, and why not: `fw agent tools {name}`.")
 
     emit(doc, as_json, human)
+
+
+@app.command("tools")
+def tools(ctx: typer.Context, name: NameArg, as_json: JsonOpt = False) -> None:
+    """List every tool a run of the agent may be offered (seed B's catalogue), by source:
+    built-in groups, managed-run tools, event and platform tools, sandbox, MCP and plugin tools,
+    skills; each with whether its configuration allows it, whether its source gives it now
+    (its MCP servers are started to list their tools) and why not."""
+    from ..tools.service import agent_tools  # lazy: start-up speed
+
+    doc = agent_tools(home_of(ctx), name)
+    emit(doc, as_json, lambda c: render_tools(c, doc))
+
+
+def render_tools(console: Any, doc: dict[str, Any]) -> None:
+    from .output import table  # lazy: start-up speed
+
+    columns = ["name", "source", "allowed", "available", "reason"]
+    rows = []
+    for tool in doc["tools"]:
+        source = tool["source"] + (f":{tool.get('group') or tool.get('server') or tool.get('plugin') or ''}" if
+                                   tool["source"] in ("builtin", "mcp", "plugin") else "")
+        rows.append([tool["name"], source, "yes" if tool["allowed"] else "no", "yes" if tool["available"] else "no",
+                     tool.get("reason")])
+    table(console, f"tools of agent {doc['agent']}", columns, rows, "No tool.")
+    offered = sum(1 for t in doc["tools"] if t["allowed"] and t["available"] and t["source"] not in ("event", "platform"))
+    console.print(f"{plural(offered, 'tool')} allowed and available now (event and platform tools come with an event's run).")
 
 
 @app.command("list")

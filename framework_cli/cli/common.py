@@ -142,6 +142,13 @@ def complete_bot(ctx: typer.Context, incomplete: str) -> list[str]:
     return _matching(_home_names(ctx, bot_names), incomplete)
 
 
+def complete_plugin(ctx: typer.Context, incomplete: str) -> list[str]:
+    """The plugins enabled in the home (installed ones are not looked for: that runs their code)."""
+    from ..domain.plugins import enabled_plugins  # lazy: start-up speed
+
+    return _matching(_home_names(ctx, enabled_plugins), incomplete)
+
+
 def complete_tool(ctx: typer.Context, incomplete: str) -> list[str]:
     """A run's granted tools with --run, the Manager's otherwise."""
     def names(home: Home) -> Iterable[str]:

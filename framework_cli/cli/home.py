@@ -36,7 +36,7 @@ def status(ctx: typer.Context) -> None:
         home = home_of(ctx)
     except FwError as exc:
         raise FwError(exc.code, f"{exc.message} ({ORIGINS[origin]})", exc.hint, origin=origin, **exc.extra) from None
-    doc = check_home(home)
+    doc = check_home(home, _more_checks())
     out = {"home": str(home.root.resolve()), "origin": origin, "ok": doc["ok"], "counts": doc["counts"],
            "problems": len(doc["problems"]), "warnings": len(doc["warnings"])}
 
@@ -85,6 +85,14 @@ def first_provider_command(home: str) -> str:
     return shlex.join(["fw", "--home", home, "resource", "write", "provider", "openai", "--create", "--data", data])
 
 
+def _more_checks() -> tuple[Any, ...]:
+    """The checks of the floors above the domain's: whether each enabled plugin is installed
+    and loads (asked of a process of its own; nothing is started when none is enabled)."""
+    from ..runtime.plugin_admin import plugin_warnings  # lazy: start-up speed
+
+    return (plugin_warnings,)
+
+
 @app.command("check")
 def check(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     """Read every file; report corrupt files (path and field or line) and dangling references.
@@ -95,9 +103,9 @@ def check(ctx: typer.Context, as_json: JsonOpt = False) -> None:
         from rich.console import Console
 
         with Console(stderr=True).status("Reading every file of the home…"):
-            doc = check_home(home)
+            doc = check_home(home, _more_checks())
     else:
-        doc = check_home(home)
+        doc = check_home(home, _more_checks())
 
     def human(console: Any) -> None:
         from rich.text import Text

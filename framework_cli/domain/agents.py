@@ -75,7 +75,20 @@ def agent_show(home: Home, name: str) -> dict[str, Any]:
     doc = resource_read(home, "agent", name)
     doc["activation"] = activation(home, name, doc["data"])
     doc["runner"] = _runner(home, doc["data"].get("harness"))
+    warnings = sandbox_warnings(doc["data"])
+    if warnings:
+        doc["warnings"] = warnings
     return doc
+
+
+def sandbox_warnings(definition: dict[str, Any]) -> list[dict[str, Any]]:
+    """What the operator should see in red: a definition whose exec runs unconfined."""
+    if (definition.get("execution") or {}).get("sandbox") != "none":
+        return []
+    return [{"code": "exec_unconfined",
+             "message": "execution.sandbox is none: framework_exec runs commands on this machine as fw's user, unconfined "
+                        "(they can read the home's secrets and reach the network); set it back with "
+                        "--execution-sandbox bubblewrap"}]
 
 
 def _runner(home: Home, harness: str | None) -> dict[str, Any]:

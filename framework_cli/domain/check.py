@@ -4,6 +4,7 @@ and report what is wrong with it."""
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -16,13 +17,18 @@ from ..state.store import STATE_FILE, StateStore, disk_is_full
 from ..suggest import article
 from .bots import check_bots
 from .identities import BINDINGS, PRINCIPALS
+from .plugins import check_plugin_files
 from .resources import summaries
 from .runs import run_list
 
 
-def check_home(home: Home) -> dict[str, Any]:
+Checks = Sequence[Callable[[Home], list[dict[str, Any]]]]
+
+
+def check_home(home: Home, more_warnings: Checks = ()) -> dict[str, Any]:
     """Read every file of the home; report corrupt files, dangling references and duplicates.
-    A resource file whose stamp (mtime, size, inode) the index holds is not parsed again."""
+    A resource file whose stamp (mtime, size, inode) the index holds is not parsed again.
+    `more_warnings` are checks from the floors above (whether each enabled plugin loads)."""
 
     problems: list[dict[str, Any]] = []
     warnings: list[dict[str, Any]] = []
@@ -109,6 +115,9 @@ def check_home(home: Home) -> dict[str, Any]:
     _check_secrets(home, problems)
     _check_runs(home, problems)
     _check_bots(home, problems)
+    problems.extend(check_plugin_files(home))
+    for check in more_warnings:
+        warnings.extend(check(home))
     home.save_index()
     return {"home": str(home.root), "ok": not problems, "problems": problems, "warnings": warnings, "counts": counts}
 

@@ -149,6 +149,13 @@ def get_binding(home: Home, principal: str) -> dict[str, Any] | None:
     return None if record is None else _present_binding(home, principal, record)
 
 
+def binding_directory(home: Home, principal: str) -> str | None:
+    """The folder a binding names itself, or None when it names none (a run's workspace is
+    then one of the home's own)."""
+    record = _binding_record(home, principal)
+    return (record or {}).get("directory") or None
+
+
 def agent_bindings_of(home: Home, names: list[str]) -> tuple[dict[str, dict[str, Any]], set[str]]:
     """Of these principals: which are of kind agent, and the binding of each of those whose
     binding can be read. Reads only their files (a corrupt one counts as absent), so it costs

@@ -3,7 +3,9 @@
 Every front door (`fw tool list/call --run`, `fw mcp serve --run`, the model loop) offers
 exactly the projection's `tools` and nothing else. The projection is a pure function of what
 the run's snapshot holds and what the tool sources offered at its start; it decides, the
-sources only supply (the registry's groups, the MCP servers' tool lists, the skills).
+sources only supply (the registry's groups, the sandbox and whether it works, the MCP servers'
+and the plugins' tool lists, the skills). MCP and plugin tools are projected by one code path,
+so names, schemas, `allowed_tools` and the cap are one mechanism for every source.
 """
 
 from __future__ import annotations
@@ -19,11 +21,15 @@ BUILTIN_PREFIX = "framework_"
 MANAGED_RUNTIME = "managed_runtime"  # the group of sessions, messages and memory: every managed run has it
 MCP_PREFIX = "mcp__"
 SKILL_PREFIX = "skill__"
+SANDBOX_PREFIX = "sandbox__"
+PLUGIN_PREFIX = "plugin__"
+RISKS = ("read", "write", "dangerous")
 NO_PARAMETERS = {"type": "object", "properties": {}, "additionalProperties": False}
 
 # Reasons a candidate is not offered, as the run record names them.
 RUNNER = "runner_call_permission_missing"
 EXECUTION_DISABLED = "execution_disabled"
+SANDBOX_UNAVAILABLE = "sandbox_unavailable"
 NOT_ALLOWED = "not_allowed"
 SOURCE_UNAVAILABLE = "source_unavailable"
 AMBIGUOUS = "ambiguous_name"
@@ -52,6 +58,11 @@ class Snapshot:
     mcp_unavailable: dict[str, str] = field(default_factory=dict)  # server -> why
     skills: dict[str, str | None] = field(default_factory=dict)  # skill -> its description (None: unreadable)
     managed: bool = False  # a managed run also gets the managed-runtime tools, without a mount
+    sandbox_problem: str | None = None  # why the sandbox cannot be used now (None: it can, or nothing asked)
+    sandbox_tools: dict[str, dict[str, Any]] = field(default_factory=dict)  # sandbox__NAME -> description, input_schema, risk
+    plugins: list[str] = field(default_factory=list)  # the home's enabled plugins
+    plugin_tools: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # plugin -> tools it declared
+    plugin_unavailable: dict[str, str] = field(default_factory=dict)  # plugin -> why it offers nothing
 
 
 @dataclass
@@ -59,7 +70,9 @@ class Projection:
     tools: list[str]
     unavailable: list[dict[str, Any]]
     # model-side name -> where it comes from, for tools that are not built-in:
-    # {"source": "mcp", "server", "tool", "description", "input_schema", "risk", "title"?} or
+    # {"source": "mcp", "server", "tool", "description", "input_schema", "risk", "title"?},
+    # {"source": "plugin", "plugin", "tool", "description", "input_schema", "risk"},
+    # {"source": "sandbox", "description", "input_schema", "risk"} or
     # {"source": "skill", "skill", "description", "input_schema"}
     sources: dict[str, dict[str, Any]]
     record: dict[str, Any] = field(default_factory=dict)  # more fields for the run record
@@ -79,10 +92,25 @@ def runner_refusal(snapshot: Snapshot) -> str | None:
     return None
 
 
+def needs_sandbox(definition: dict[str, Any]) -> bool:
+    """Whether a run of this definition would run anything in the sandbox: `exec` (mounted,
+    enabled, not `execution.sandbox: none`) or the sandbox tools. Only then is it probed."""
+    execution = definition.get("execution") or {}
+    boxed_exec = ("local_execution" in (definition.get("builtin_tools") or []) and bool(execution.get("enabled"))
+                  and execution.get("sandbox") != "none")
+    return boxed_exec or definition.get("sandbox") is not None
+
+
+def candidates(snapshot: Snapshot) -> list[dict[str, Any]]:
+    """Every candidate of the sources `allowed_tools` governs, in source order (sandbox, MCP,
+    plugins, skills): a tool (with its `source`), or a refusal of a source that gives none."""
+    return _sandbox(snapshot) + _mcp(snapshot) + _plugins(snapshot) + _skills(snapshot)
+
+
 def project(snapshot: Snapshot) -> Projection:
     definition = snapshot.definition
     builtin, builtin_refused = _builtin(snapshot)
-    external = _mcp(snapshot) + _skills(snapshot)
+    external = candidates(snapshot)
     refused: list[dict[str, Any]] = list(builtin_refused)
     gate = runner_refusal(snapshot)
     if gate is not None:  # no tool at all: every candidate, with the runner's reason
@@ -91,7 +119,7 @@ def project(snapshot: Snapshot) -> Projection:
         return Projection([], refused, {})
     offered = [name for name, _ in builtin]
     sources: dict[str, dict[str, Any]] = {}
-    external = [_judged(candidate) for candidate in external]
+    external = [judged(candidate) for candidate in external]
     counts = Counter(c["name"] for c in external if "source" in c)
     allowed = definition.get("allowed_tools")
     for candidate in external:
@@ -110,7 +138,7 @@ def project(snapshot: Snapshot) -> Projection:
     return Projection(offered, refused, sources, {"invisible_characters_stripped": stripped} if stripped else {})
 
 
-def _judged(candidate: dict[str, Any]) -> dict[str, Any]:
+def judged(candidate: dict[str, Any]) -> dict[str, Any]:
     """A candidate the chat APIs could not take, as a refusal: a name they refuse, or an input
     schema that is not a JSON object schema."""
     if "source" not in candidate:
@@ -166,6 +194,7 @@ def _builtin(snapshot: Snapshot) -> tuple[list[tuple[str, str]], list[dict[str, 
     does not grant (`local_execution` without `execution.enabled`)."""
     offered, refused = [], []
     execution = bool((snapshot.definition.get("execution") or {}).get("enabled"))
+    boxed_exec = (snapshot.definition.get("execution") or {}).get("sandbox") != "none"
     groups = list(snapshot.definition.get("builtin_tools") or [])
     if snapshot.managed:
         groups.insert(0, MANAGED_RUNTIME)
@@ -174,22 +203,38 @@ def _builtin(snapshot: Snapshot) -> tuple[list[tuple[str, str]], list[dict[str, 
             name = BUILTIN_PREFIX + tool
             if group == "local_execution" and not execution:
                 refused.append({"name": name, "reason": EXECUTION_DISABLED, "detail": "local_execution also needs execution.enabled: true"})
+            elif group == "local_execution" and snapshot.sandbox_problem and boxed_exec:
+                refused.append({"name": name, "reason": SANDBOX_UNAVAILABLE, "detail": snapshot.sandbox_problem})
             else:
                 offered.append((name, group))
     return offered, refused
 
 
 def _mcp(snapshot: Snapshot) -> list[dict[str, Any]]:
+    servers = snapshot.definition.get("mcps") or []
+    return _listed(MCP_PREFIX, "mcp", "server", servers, snapshot.mcp_tools, snapshot.mcp_unavailable,
+                   lambda tool: risk_of(tool.get("annotations") or {}))
+
+
+def _plugins(snapshot: Snapshot) -> list[dict[str, Any]]:
+    return _listed(PLUGIN_PREFIX, "plugin", "plugin", snapshot.plugins, snapshot.plugin_tools, snapshot.plugin_unavailable,
+                   lambda tool: tool.get("risk") if tool.get("risk") in RISKS else "write")
+
+
+def _listed(prefix: str, source: str, key: str, names: list[str], listed: dict[str, list[dict[str, Any]]],
+            unavailable: dict[str, str], risk: Any) -> list[dict[str, Any]]:
+    """The candidates of sources that list their tools (MCP servers, plugins): each tool as
+    `<prefix><source name>__<tool>`, or `<prefix><source name>__*` for one that gave none."""
     out: list[dict[str, Any]] = []
-    for server in snapshot.definition.get("mcps") or []:
-        if server in snapshot.mcp_unavailable or server not in snapshot.mcp_tools:
-            why = snapshot.mcp_unavailable.get(server, "it was not started")
-            out.append({"name": f"{MCP_PREFIX}{server}__*", "reason": SOURCE_UNAVAILABLE, "detail": why})
+    for owner in names:
+        if owner in unavailable or owner not in listed:
+            why = unavailable.get(owner, "it was not started")
+            out.append({"name": f"{prefix}{owner}__*", "reason": SOURCE_UNAVAILABLE, "detail": why})
             continue
-        for tool in snapshot.mcp_tools[server]:
+        for tool in listed[owner]:
             if tool.get("task_support") == "required":  # fw speaks no MCP tasks yet; "optional" is called plainly
                 name = strip_invisible(tool["name"])[0]
-                out.append({"name": f"{MCP_PREFIX}{server}__{name}", "reason": TASK_REQUIRED,
+                out.append({"name": f"{prefix}{owner}__{name}", "reason": TASK_REQUIRED,
                             "detail": "the tool must be called as an MCP task (execution.taskSupport: required), "
                             "which this version of fw does not do"})
                 continue
@@ -198,19 +243,34 @@ def _mcp(snapshot: Snapshot) -> list[dict[str, Any]]:
             schema, in_schema = strip_invisible(tool.get("input_schema") or NO_PARAMETERS)
             title, in_title = strip_invisible(tool.get("title"))
             candidate = {
-                "name": f"{MCP_PREFIX}{server}__{name}",
-                "source": "mcp",
-                "server": server,
-                "tool": tool["name"],  # the server's own name, to call it by
+                "name": f"{prefix}{owner}__{name}",
+                "source": source,
+                key: owner,
+                "tool": tool["name"],  # the source's own name, to call it by
                 "description": description,
                 "input_schema": schema,
-                "risk": risk_of(tool.get("annotations") or {}),
+                "risk": risk(tool),
             }
             if title:
                 candidate["title"] = title
             if in_name + in_description + in_schema + in_title:
                 candidate["stripped"] = in_name + in_description + in_schema + in_title
             out.append(candidate)
+    return out
+
+
+def _sandbox(snapshot: Snapshot) -> list[dict[str, Any]]:
+    """The sandbox tools, for an agent with a `sandbox:` block; each listed as unavailable
+    when the sandbox does not work now."""
+    if snapshot.definition.get("sandbox") is None:
+        return []
+    out: list[dict[str, Any]] = []
+    for name, tool in snapshot.sandbox_tools.items():
+        if snapshot.sandbox_problem:
+            out.append({"name": name, "reason": SOURCE_UNAVAILABLE, "detail": f"the sandbox is not available: {snapshot.sandbox_problem}"})
+        else:
+            out.append({"name": name, "source": "sandbox", "description": tool["description"], "input_schema": tool["input_schema"],
+                        "risk": tool["risk"]})
     return out
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import os
 import re
 import secrets as pysecrets
 import shlex
@@ -33,7 +34,8 @@ from ..home.secrets import GATEWAY_TOKEN_PREFIX
 from ..home.store import Home
 from ..liveness import HOST, gone_here, me
 from ..suggest import did_you_mean, hint_with
-from .identities import binding_command, get_binding, get_principal, no_principal
+from .identities import binding_command, binding_directory, get_binding, get_principal, no_principal
+from .plugins import frozen_plugins
 from .resources import resource_read
 
 RUNS = "runs"
@@ -98,6 +100,7 @@ class RunStart:
     context: dict[str, Any] = field(default_factory=dict)
     # The definitions of what the agent uses, frozen for the run (see `freeze`).
     frozen: dict[str, Any] = field(default_factory=dict)
+    workspace: str = ""  # where exec and the sandbox tools work (see `workspace_for`)
 
     @property
     def model_tool_call(self) -> bool:
@@ -160,8 +163,31 @@ def prepare_run(
     model = _load_part(home, agent, "model", definition["model"]) if definition.get("model") else None
     harness = _load_part(home, agent, "harness", definition["harness"]) if definition.get("harness") else None
     frozen = freeze(home, definition, model, harness)
+    own = binding_directory(home, identity) if mode == "managed" else None
     return RunStart(mode, identity, agent, definition, model, harness, directory, max_rounds, lease or DEFAULT_LEASE_SECONDS,
-                    dict(context or {}), frozen)
+                    dict(context or {}), frozen, workspace_for(home, mode, identity, agent, own))
+
+
+WORKSPACES = "workspaces"
+
+
+def workspace_for(home: Home, mode: str, identity: str, agent: str, binding_directory: str | None) -> str:
+    """Where a run's `exec` and sandbox tools work: its binding's directory when it names one,
+    else `<home>/workspaces/<principal>` (managed) or `<home>/workspaces/<agent>` (explicit).
+    External runners and MCP servers keep the run's working folder (`directory`)."""
+    if binding_directory:
+        return os.path.abspath(binding_directory)
+    return str(home.root.absolute() / WORKSPACES / (identity if mode == "managed" else agent))
+
+
+def workspace_of(home: Home, run: dict[str, Any]) -> str:
+    """The workspace a run records (a record written before runs had one: worked out again)."""
+    recorded = run.get("workspace")
+    if isinstance(recorded, str) and recorded:
+        return recorded
+    directory = run.get("directory")
+    own = directory if directory and os.path.realpath(directory) != os.path.realpath(home.root) else None
+    return workspace_for(home, str(run.get("mode")), str(run.get("identity")), str(run.get("agent")), own)
 
 
 SECRET_FIELDS = {"mcp": ("env", "headers")}  # left out of a snapshot: read from secrets/ when used
@@ -169,7 +195,8 @@ SECRET_FIELDS = {"mcp": ("env", "headers")}  # left out of a snapshot: read from
 
 def freeze(home: Home, definition: dict[str, Any], model: dict[str, Any] | None, harness: dict[str, Any] | None) -> dict[str, Any]:
     """The definitions a run uses, as they are when it starts: its model, provider (never the
-    key: a provider shows only `api_key_set`), prompt, skills, MCP servers and harness. Each
+    key: a provider shows only `api_key_set`), prompt, skills, MCP servers, harness and the
+    home's enabled plugins (never their secret settings). Each
     part is `{"name", "data", "body"?}`, or `{"name", "error"}` when it cannot be read (the
     run starts; what needs it fails with that message). A started run reads only these."""
     frozen: dict[str, Any] = {
@@ -179,6 +206,7 @@ def freeze(home: Home, definition: dict[str, Any], model: dict[str, Any] | None,
         "prompt": _frozen(home, "prompt", definition.get("prompt") or DEFAULT_PROMPT),
         "skills": {name: _frozen(home, "skill", name) for name in definition.get("skills") or []},
         "mcps": {name: _frozen(home, "mcp", name) for name in definition.get("mcps") or []},
+        "plugins": frozen_plugins(home),  # every agent of the home may be offered an enabled plugin's tools
     }
     return frozen
 
@@ -271,6 +299,7 @@ def run_start(
             "tool_sources": projection.sources,
             "snapshot": start.frozen,
             "directory": start.directory,
+            "workspace": start.workspace,
             "max_rounds": start.max_rounds,
             "status": "active",
             "started_at": _iso(started),
@@ -463,8 +492,6 @@ RUN_ID_PART_RE = re.compile(r"run-[0-9a-fT-]*|[0-9a-fT-]{4,}")  # a part of a ru
 
 
 def run_ids(home: Home) -> list[str]:
-    import os
-
     try:
         names = os.listdir(home.path(RUNS))
     except FileNotFoundError:
@@ -509,8 +536,6 @@ def run_list(home: Home, status: str | None = None, agent: str | None = None) ->
 
 
 def _all_runs(home: Home) -> list[dict[str, Any]]:
-    import os
-
     runs = []
     try:
         names = sorted(n for n in os.listdir(home.path(RUNS)) if n.endswith(".json") and not n.startswith("."))

@@ -186,7 +186,22 @@ class Harness(Strict):
 
 
 class Execution(Strict):
+    """`framework_exec` of the local_execution group: on or off, in the sandbox or not, with the network or not."""
+
     enabled: bool = False
+    sandbox: Literal["bubblewrap", "none"] = Field(
+        "bubblewrap",
+        description="bubblewrap: every command runs confined to the run's workspace (see docs/sandbox.md); "
+        "none: on the host as fw's user, unconfined",
+    )
+    network: bool = Field(False, description="whether a command in the sandbox may reach the network")
+
+
+class Sandbox(Strict):
+    """The sandbox tools (sandbox__exec, sandbox__read_file, ...): files and commands confined to the run's workspace."""
+
+    backend: Literal["bubblewrap"] = "bubblewrap"
+    network: bool = Field(False, description="whether sandbox__exec may reach the network")
 
 
 class Agent(Strict):
@@ -200,10 +215,14 @@ class Agent(Strict):
     harness: Name | None = None
     builtin_tools: list[BuiltinGroup] = Field(default_factory=list)
     execution: Execution = Field(default_factory=Execution)
+    sandbox: Sandbox | None = Field(
+        None, description="With this block the agent's runs get the sandbox tools (sandbox__exec, sandbox__read_file, ...)."
+    )
     allowed_tools: list[ToolName] | None = Field(
         None,
-        description="MCP and skill tools a run may be offered (mcp__SERVER__TOOL, skill__NAME): "
-        "absent, every one; a list, only those; [], none. Built-in groups are governed by builtin_tools.",
+        description="Sandbox, MCP, plugin and skill tools a run may be offered (sandbox__exec, mcp__SERVER__TOOL, "
+        "plugin__PLUGIN__TOOL, skill__NAME): absent, every one; a list, only those; [], none. "
+        "Built-in groups are governed by builtin_tools.",
     )
     events: list[EventPattern] | None = Field(
         None,
@@ -263,6 +282,24 @@ class Bot(Strict):
         return self
 
 
+# A plugin setting's name, as `--setting NAME=VALUE` gives it.
+SETTING_NAME_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$"
+SettingName = Annotated[str, Field(pattern=SETTING_NAME_PATTERN)]
+MAX_PLUGIN_TIMEOUT = 3600
+
+
+class Plugin(Strict):
+    """A plugin enabled in this home (plugins/<name>.yaml): its settings (those it declares
+    secret are kept under secrets/, never here), whether its process runs in the sandbox, and
+    how long one call may take."""
+
+    settings: dict[SettingName, str | bool | int | float] = Field(
+        default_factory=dict, description="the plugin's settings, as it declares them; never a secret value")
+    sandbox: bool = Field(False, description="run the plugin's process in the sandbox (no network, no file of this machine but "
+                          "the system's and Python's, read-only)")
+    timeout_seconds: float = Field(60, gt=0, le=MAX_PLUGIN_TIMEOUT, description="a call that takes longer is cut off")
+
+
 MODELS: dict[str, type[Strict]] = {
     "provider": Provider,
     "model": Model,
@@ -274,6 +311,7 @@ MODELS: dict[str, type[Strict]] = {
     "principal": Principal,
     "binding": Binding,
     "bot": Bot,
+    "plugin": Plugin,
 }
 
 
@@ -285,6 +323,7 @@ PATTERN_WORDS = {
     TOOL_NAME_PATTERN: "a tool's name: letters, digits, '_' and '-' (e.g. mcp__files__read)",
     EVENT_PATTERN_PATTERN: "an event type or pattern in lower case (e.g. message.received or message.*)",
     API_NAME_PATTERN: "an API's name in lower case (e.g. send_message)",
+    SETTING_NAME_PATTERN: "a setting's name: letters, digits, '_', '.' and '-'",
 }
 # pydantic's wording for the other kinds of error, in plain words: what the field must be.
 TYPE_WORDS = {
@@ -388,6 +427,7 @@ SHORT_PATTERN_WORDS = {
     TOOL_NAME_PATTERN: "a tool's name",
     EVENT_PATTERN_PATTERN: "an event type or pattern",
     API_NAME_PATTERN: "an API's name",
+    SETTING_NAME_PATTERN: "a setting's name",
 }
 
 
@@ -401,8 +441,12 @@ def _accepts(prop: dict[str, Any], defs: dict[str, Any]) -> str:
     if len(options) != 1:
         return " or ".join(_accepts(p, defs) for p in options)
     prop = options[0]
+    if "$ref" in prop:  # an optional block (`sandbox`)
+        return _accepts(prop, defs)
     if "enum" in prop:
         return "one of " + ", ".join(map(str, prop["enum"]))
+    if "const" in prop:
+        return str(prop["const"])
     if "pattern" in prop:
         return SHORT_PATTERN_WORDS.get(prop["pattern"], "text")
     kind = prop.get("type")

@@ -13,6 +13,7 @@ starts programs for a run (an external runner: its whole tree is stopped at its 
 
 from __future__ import annotations
 
+import json
 import os
 import queue
 import selectors
@@ -74,6 +75,30 @@ def run_supervised(
     return supervised.run(stdin)
 
 
+ENV_KEYS_VAR = "FW_SUPERVISED_ENV"  # names the variables a long-lived program gets (see `start_supervised`)
+
+
+def start_supervised(argv: list[str], *, cwd: str | None, env: dict[str, str]) -> subprocess.Popen:
+    """Start a program that lives on (a plugin's process) under a supervisor of its own, its
+    standard streams piped: it and everything it starts are killed when the supervisor is sent
+    SIGTERM, and when fw goes. Started from the one spawning thread, as every supervisor is."""
+    if _closing:
+        raise _interrupted()
+    command = helper_command(env_keys=ENV_KEYS_VAR) + list(argv)
+
+    def start() -> subprocess.Popen:
+        proc = subprocess.Popen(
+            command, cwd=cwd, env={**env, ENV_KEYS_VAR: json.dumps(sorted(env))}, start_new_session=True,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )
+        with _live_guard:
+            _kept.difference_update({p for p in _kept if p.poll() is not None})
+            _kept.add(proc)
+        return proc
+
+    return _spawner.call(start)
+
+
 def stop_all() -> None:
     """Stop every supervised program now (fw was interrupted or terminated), and start no more
     until `reopen()`."""
@@ -84,8 +109,18 @@ def stop_all() -> None:
     for supervised in live:
         supervised.interrupted = True
         supervised.signal_stop()
+    with _live_guard:
+        kept = [proc for proc in _kept if proc.poll() is None]
+        _kept.clear()
+    for proc in kept:  # long-lived programs (plugins' processes): their supervisors kill their trees
+        proc.send_signal(signal.SIGTERM)
     for supervised in live:
         supervised.wait_stopped()
+    for proc in kept:
+        try:
+            proc.wait(STOP_SECONDS)
+        except subprocess.TimeoutExpired:
+            proc.kill()
 
 
 def reopen() -> None:
@@ -96,6 +131,7 @@ def reopen() -> None:
 
 _closing = False
 _live: set[_Supervised] = set()
+_kept: set[subprocess.Popen] = set()  # those of `start_supervised`, stopped by `stop_all` too
 _live_guard = threading.Lock()
 
 

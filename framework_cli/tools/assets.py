@@ -14,14 +14,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..domain.projection import MCP_PREFIX, SKILL_PREFIX
+from ..domain.projection import MCP_PREFIX, PLUGIN_PREFIX, SANDBOX_PREFIX, SKILL_PREFIX
 from ..domain.tool_types import Caller, Tool, object_schema
 from ..errors import FwError
 from ..home.store import Home
 
 GATEWAY = "gateway"  # the audit's `via` for a call that came through the gateway
 LIST_ASSETS, CURRENT_EVENT, TOOL_DETAIL, CALL_TOOL = "fw_list_assets", "fw_get_current_event", "fw_get_tool_detail", "fw_call_tool"
-ASSET_TYPES = ("tools", "platform_tools", "event_tools", "mcp_tools", "skills")
+ASSET_TYPES = ("tools", "platform_tools", "event_tools", "mcp_tools", "skills", "sandbox_tools", "plugin_tools")
 RUN_ID = {"type": "string", "maxLength": 200, "description": "the run this call is for; when given, it must be the token's run"}
 TOOL_NAME = {"type": "string", "minLength": 1, "maxLength": 200}
 
@@ -46,6 +46,10 @@ def asset_kind(name: str) -> str:
     """Which kind of asset a run's tool is, by its model-side name."""
     if name.startswith(MCP_PREFIX):
         return "mcp_tools"
+    if name.startswith(SANDBOX_PREFIX):
+        return "sandbox_tools"
+    if name.startswith(PLUGIN_PREFIX):
+        return "plugin_tools"
     if name.startswith(SKILL_PREFIX):
         return "skills"
     if name.startswith("event_"):

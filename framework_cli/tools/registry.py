@@ -15,6 +15,9 @@ from ..domain.tool_types import Tool
 from ..home.store import Home
 
 TOOLS: dict[str, Tool] = {}
+# The sandbox's own tools (`sandbox__exec`, ...), by their model-side names: a tool source of its
+# own, governed by `allowed_tools` like MCP, plugin and skill tools, never a built-in group.
+SANDBOX_TOOLS: dict[str, Tool] = {}
 
 # Checks every call of a run passes, after its grant and its parameters, before its handler:
 # (home, run record, tool name, arguments) -> None, or raise the refusal. A run tied to a
@@ -23,11 +26,11 @@ RunCallCheck = Callable[[Home, dict[str, Any], str, dict[str, Any]], None]
 RUN_CALL_CHECKS: list[RunCallCheck] = []
 
 
-def register(*tools: Tool) -> None:
+def register(*tools: Tool, into: dict[str, Tool] = TOOLS) -> None:
     for tool in tools:
-        if tool.name in TOOLS:
+        if tool.name in into:
             raise ValueError(f"tool {tool.name!r} registered twice")
-        TOOLS[tool.name] = tool
+        into[tool.name] = tool
 
 
 def group_tools(group: str) -> tuple[str, ...]:

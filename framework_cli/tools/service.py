@@ -10,12 +10,16 @@ from __future__ import annotations
 
 import importlib
 import json
+import threading
 from typing import Any
 
-from ..domain.projection import Snapshot, cap_tools, project, runner_refusal
+from ..domain.agent_catalogue import agent_catalogue
+from ..domain.projection import Snapshot, cap_tools, needs_sandbox, project, runner_refusal
+from ..domain.resources import resource_read
 from ..domain.runs import (
     RUN_ID_PART_RE,
     active_run,
+    freeze,
     load_run,
     require_active,
     resolve_run_id,
@@ -27,22 +31,137 @@ from ..errors import FwError, refuse_lone_surrogates
 from ..home.kinds import BUILTIN_GROUPS
 from ..home.store import Home
 from ..platform.toolset import add_event_tools, granted_tool
+from ..runtime.plugins import plugin_tools_now
+from ..runtime.sandbox import probe
 from ..suggest import did_you_mean, hint_with
 from . import audit
 from .assets import GATEWAY, ServiceCalls, asset_tools, offered
-from .registry import MANAGED_RUNTIME, RUN_CALL_CHECKS, TOOL_PREFIX, TOOLS, group_tools
+from .registry import MANAGED_RUNTIME, RUN_CALL_CHECKS, SANDBOX_TOOLS, TOOL_PREFIX, TOOLS, group_tools
 from .sources import RunSources, list_mcp_tools, skill_description, skill_text
 
 # The tool groups register their tools when imported; their order is the order tools are listed.
-GROUP_MODULES = ("resource_management", "task_collaboration", "local_execution", "managed_runtime")
+# (`sandbox` registers the sandbox tools, a source governed by allowed_tools, not a group to mount.)
+GROUP_MODULES = ("resource_management", "task_collaboration", "local_execution", "managed_runtime", "sandbox")
 for _module in GROUP_MODULES:
     importlib.import_module(f"{__package__}.{_module}")
 
 GROUP_TOOLS: dict[str, tuple[str, ...]] = {g: group_tools(g) for g in (*BUILTIN_GROUPS, MANAGED_RUNTIME)}
+SANDBOX_SOURCE: dict[str, dict[str, Any]] = {
+    name: {"description": t.description, "input_schema": t.input_schema, "risk": t.risk} for name, t in SANDBOX_TOOLS.items()
+}
 REFUSALS = ("denied", "run_ended", "lease_expired", "session_ended")  # audited as "refused"
 # The Manager's groups: never `local_execution` (host execution is only for a run whose agent
 # mounts it with `execution.enabled`, and the Manager has no such snapshot).
 MANAGER_GROUPS = tuple(g for g in BUILTIN_GROUPS if g != "local_execution")
+
+
+def sources_now(home: Home, definition: dict[str, Any], model_tool_call: bool, harness: dict[str, Any] | None,
+                frozen: dict[str, Any], directory: str | None, held: list[Any], *, managed: bool = False,
+                always: bool = False) -> Snapshot:
+    """What the tool sources of a run of `definition` give now: the sandbox probed (when
+    anything would run in it), its MCP servers started to list their tools (the open
+    connections go in `held`), the home's enabled plugins listed (each in a process of its
+    own), its skills read. Unless `always`, nothing is asked when the runner may call no tool."""
+    snapshot = Snapshot(definition, model_tool_call, harness, GROUP_TOOLS, managed=managed, sandbox_tools=SANDBOX_SOURCE)
+    plugins = frozen.get("plugins") or {}
+    snapshot.plugins = list(plugins)
+    if always or runner_refusal(snapshot) is None:
+        listing = _Listing(lambda: plugin_tools_now(home, plugins)) if plugins else None  # meanwhile, in its own process
+        if needs_sandbox(definition):
+            snapshot.sandbox_problem = probe()
+        servers = frozen.get("mcps") or {}
+        if servers:
+            connections = list_mcp_tools(home, servers, directory)
+            held.append(connections)
+            snapshot.mcp_tools, snapshot.mcp_unavailable = dict(connections.tools), dict(connections.unavailable)
+        if listing is not None:
+            snapshot.plugin_tools, snapshot.plugin_unavailable = listing.result()
+    snapshot.skills = {name: skill_description(part) for name, part in (frozen.get("skills") or {}).items()}
+    return snapshot
+
+
+class _Listing:
+    """A job of another thread (a blocking listing), while this one does its own."""
+
+    def __init__(self, job: Any) -> None:
+        self._box: dict[str, Any] = {}
+        self._thread = threading.Thread(target=self._run, args=(job,), name="fw-plugin-listing", daemon=True)
+        self._thread.start()
+
+    def _run(self, job: Any) -> None:
+        try:
+            self._box["value"] = job()
+        except BaseException as exc:  # handed to the caller
+            self._box["error"] = exc
+
+    def result(self) -> Any:
+        self._thread.join()
+        if "error" in self._box:
+            raise self._box["error"]
+        return self._box["value"]
+
+
+def tools_offered_now(home: Home, definition: dict[str, Any], directory: str | None = None) -> dict[str, Any]:
+    """Every sandbox, MCP, plugin and skill tool the sources of `definition` (its `mcps`,
+    `skills` and `sandbox`) give now, whatever its `allowed_tools` say, as the projection
+    names them; and each source or name that gives none, with the projection's reason
+    (`source_unavailable`, `ambiguous_name`, ...). Servers started to list their tools are
+    stopped again before this returns."""
+    wanted = _governed_sources(definition)
+    held: list[Any] = []
+    try:
+        snapshot = sources_now(home, wanted, True, None, freeze(home, wanted, None, None), directory, held)
+    finally:
+        RunSources(home, None, *held).close()
+    return _offered(snapshot)
+
+
+def _governed_sources(definition: dict[str, Any]) -> dict[str, Any]:
+    """The parts of a definition that name the sources `allowed_tools` governs."""
+    return {k: definition[k] for k in ("mcps", "skills", "sandbox") if definition.get(k) is not None}
+
+
+def _offered(snapshot: Snapshot) -> dict[str, Any]:
+    """What the governed sources of a snapshot give, whatever `allowed_tools` says."""
+    every = Snapshot(_governed_sources(snapshot.definition), True, None, GROUP_TOOLS,
+                     **{k: getattr(snapshot, k) for k in _SOURCE_FIELDS})
+    projection = project(every)
+    return {"tools": [{"name": n, **projection.sources[n]} for n in projection.tools], "unavailable": projection.unavailable}
+
+
+def catalogue_now(home: Home, definition: dict[str, Any], directory: str | None = None) -> dict[str, Any]:
+    """The whole catalogue of an agent's definition as its sources stand now (seed B): every
+    tool a run of it may be offered, with whether it is allowed and available and why not
+    (`domain/agent_catalogue.py`); and, as `offered`, what `tools_offered_now` gives."""
+    model, harness = _part_now(home, "model", definition), _part_now(home, "harness", definition)
+    tool_call = bool(((model or {}).get("capabilities") or {}).get("tool_call"))
+    held: list[Any] = []
+    try:
+        snapshot = sources_now(home, definition, tool_call, harness, freeze(home, definition, None, None), directory, held,
+                               managed=True, always=True)
+    finally:
+        RunSources(home, None, *held).close()
+    return {"tools": agent_catalogue(snapshot), "offered": _offered(snapshot)}
+
+
+_SOURCE_FIELDS = ("mcp_tools", "mcp_unavailable", "skills", "sandbox_problem", "sandbox_tools", "plugins", "plugin_tools", "plugin_unavailable")
+
+
+def agent_tools(home: Home, name: str) -> dict[str, Any]:
+    """`fw agent tools NAME`: the agent's whole catalogue now (its MCP servers are started to
+    list their tools, its plugins listed, the sandbox probed)."""
+    definition = resource_read(home, "agent", name)["data"]
+    return {"agent": name, "tools": catalogue_now(home, definition, str(home.root))["tools"]}
+
+
+def _part_now(home: Home, kind: str, definition: dict[str, Any]) -> dict[str, Any] | None:
+    """The agent's model or harness as it is now; None when it names none or it cannot be read."""
+    if not definition.get(kind):
+        return None
+    try:
+        return resource_read(home, kind, definition[kind])["data"]
+    except FwError:
+        return None
 
 
 def _project_tools(home: Home, start: Any, held: list[Any]) -> Any:
@@ -50,13 +169,8 @@ def _project_tools(home: Home, start: Any, held: list[Any]) -> Any:
     tools (unless the runner may call no tool anyway); the open connections go in `held`."""
 
     definition = start.definition
-    snapshot = Snapshot(definition, start.model_tool_call, start.harness, GROUP_TOOLS, managed=start.mode == "managed")
-    servers = start.frozen.get("mcps") or {}
-    if servers and runner_refusal(snapshot) is None:
-        connections = list_mcp_tools(home, servers, start.directory)
-        held.append(connections)
-        snapshot.mcp_tools, snapshot.mcp_unavailable = connections.tools, connections.unavailable
-    snapshot.skills = {name: skill_description(part) for name, part in (start.frozen.get("skills") or {}).items()}
+    snapshot = sources_now(home, definition, start.model_tool_call, start.harness, start.frozen, start.directory, held,
+                           managed=start.mode == "managed")
     projection = project(snapshot)
     if "event" in start.context:  # a run started for a chat-platform event: its event and platform tools
 
@@ -107,6 +221,13 @@ def _granted(home: Home, run: dict[str, Any], name: str, sources: Any, watch: Ca
 
         return Tool(name, "skill", "read", source.get("description") or "", source.get("input_schema") or {},
                     lambda h, c, a: skill_text(h, run, source["skill"]))
+    if isinstance(source, dict) and source.get("source") == "plugin" and isinstance(source.get("plugin"), str):
+        return Tool(name, f"plugin:{source['plugin']}", source.get("risk") or "write", source.get("description") or "",
+                    source.get("input_schema") or {}, lambda h, c, a: _call_plugin(h, run, source, a, sources))
+    if isinstance(source, dict) and source.get("source") == "sandbox" and name in SANDBOX_TOOLS:
+        tool = SANDBOX_TOOLS[name]
+        return Tool(name, tool.group, tool.risk, source.get("description") or tool.description,
+                    source.get("input_schema") or tool.input_schema, tool.handler)
     if isinstance(source, dict) and source.get("source") in ("event", "platform"):
 
         return granted_tool(run, name, source)
@@ -124,6 +245,15 @@ def _call_mcp(home: Home, run: dict[str, Any], source: dict[str, Any], args: dic
         return sources.call_mcp(source["server"], source["tool"], args, watch)
     with RunSources(home, run) as once:
         return once.call_mcp(source["server"], source["tool"], args, watch)
+
+
+def _call_plugin(home: Home, run: dict[str, Any], source: dict[str, Any], args: dict[str, Any], sources: Any) -> dict[str, Any]:
+    """Call a plugin tool in the plugin's process of the caller's run, or in one started for
+    this call alone and stopped after it."""
+    if sources is not None:
+        return sources.call_plugin(source["plugin"], source["tool"], args)
+    with RunSources(home, run) as once:
+        return once.call_plugin(source["plugin"], source["tool"], args)
 
 
 def manager_tools() -> list[Tool]:

@@ -1,10 +1,12 @@
-"""The tool sources of a run besides the built-in groups: its MCP servers and its skills.
+"""The tool sources of a run besides the built-in groups: its MCP servers, the home's
+plugins and its skills (the sandbox tools are a group module of their own, `sandbox.py`).
 
 Sources only supply and execute; the tool service decides (projection, authorization,
 validation, audit). A run's MCP servers are started when it starts, to list their tools,
 and again whenever a front door needs to call one: `RunSources` keeps each server it started
 until it is closed, so a model loop or `fw mcp serve --run` reuses one connection, and a
-one-off `fw tool call` starts the one server it needs and stops it after the call.
+one-off `fw tool call` starts the one server it needs and stops it after the call. A plugin's
+process is started on the run's first call of its tools, and kept as long as a server is.
 """
 
 from __future__ import annotations
@@ -12,8 +14,8 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from ..domain.projection import Snapshot, project
-from ..domain.runs import freeze, frozen_part
+from ..domain.plugins import secret_settings
+from ..domain.runs import frozen_part
 from ..errors import FwError
 from ..home import secrets
 from ..home.kinds import KINDS
@@ -28,6 +30,7 @@ from ..runtime.mcp_client import (
     capped,
     check_hint,
 )
+from ..runtime.plugins import PluginProcess
 
 
 def server_spec(home: Home, name: str, cwd: str | None, frozen: dict[str, Any]) -> Any:
@@ -91,6 +94,7 @@ class RunSources:
         self.directory = run.get("directory") if run else None
         self.stop_grace = stop_grace
         self._open: list[Any] = [connections] if connections is not None else []
+        self._plugins: dict[str, PluginProcess] = {}
         self._lock = threading.Lock()
 
     def __enter__(self) -> RunSources:
@@ -103,6 +107,30 @@ class RunSources:
         with self._lock:
             while self._open:
                 self._open.pop().__exit__(None, None, None)
+            while self._plugins:
+                self._plugins.popitem()[1].close()
+
+    def call_plugin(self, plugin: str, tool: str, args: dict[str, Any]) -> dict[str, Any]:
+        """Call one plugin tool in the plugin's process for this run (started now if need be)."""
+        with self._lock:
+            process = self._plugins.get(plugin)
+            if process is None:
+                process = self._plugins[plugin] = self._plugin_process(plugin)
+        return process.call(tool, args)
+
+    def _plugin_process(self, plugin: str) -> PluginProcess:
+        run = self.run or {}
+        part = frozen_part(self.home, run, "plugins", plugin)
+        if "error" in part:
+            raise FwError("unavailable", f"plugin {plugin!r} cannot be used: {part['error']}",
+                          f"see `fw plugin show {plugin}`, then start a new run", reason="plugin_load")
+        try:
+            stored = secret_settings(self.home, plugin)  # read now: secret values are never in a run record
+        except FwError as exc:
+            raise FwError("unavailable", f"plugin {plugin!r} cannot be used: {exc.message}", exc.hint, reason="plugin_load") from None
+        context = {"run_id": run.get("run_id"), "identity": run.get("identity"), "agent": run.get("agent")}
+        cwd = self.directory if self.directory and _is_dir(self.directory) else None
+        return PluginProcess(self.home, plugin, part.get("data") or {}, context, stored, cwd)
 
     def call_mcp(self, server: str, tool: str, args: dict[str, Any], watch: Any = None) -> dict[str, Any]:
         """Call one MCP tool: its result cut for the model (`truncated`); a result the server
@@ -149,23 +177,3 @@ def list_mcp_tools(home: Home, frozen: dict[str, dict[str, Any]], directory: str
     connections = McpConnections(specs).__enter__()
     connections.unavailable.update(broken)
     return connections
-
-
-def tools_offered_now(home: Home, mcps: list[str], skills: list[str], directory: str | None = None) -> dict[str, Any]:
-    """Every MCP and skill tool these sources give now, whatever an agent's `allowed_tools`
-    say, as the projection names them; and each source or name that gives none, with the
-    projection's reason (`source_unavailable`, `ambiguous_name`, ...). The servers are
-    started to list their tools and stopped again before this returns."""
-
-    definition = {"mcps": list(mcps), "skills": list(skills)}
-    snapshot = Snapshot(definition, True, None, {})
-    now = freeze(home, definition, None, None)  # the definitions as they are now, as a run would take them
-    if mcps:
-        connections = list_mcp_tools(home, now["mcps"], directory)
-        try:
-            snapshot.mcp_tools, snapshot.mcp_unavailable = dict(connections.tools), dict(connections.unavailable)
-        finally:
-            connections.__exit__(None, None, None)
-    snapshot.skills = {name: skill_description(part) for name, part in now["skills"].items()}
-    projection = project(snapshot)
-    return {"tools": [{"name": name, **projection.sources[name]} for name in projection.tools], "unavailable": projection.unavailable}

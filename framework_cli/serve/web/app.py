@@ -25,16 +25,19 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from ...domain.agents import agent_edit, agent_show
+from ...domain.agents import agent_edit, agent_show, sandbox_warnings
 from ...domain.check import check_home
 from ...domain.deletion import resource_delete, unblock_hint
+from ...domain.plugins import enabled_plugins
+from ...domain.projection import PLUGIN_PREFIX
 from ...domain.probes import provider_models
 from ...domain.resources import names, resource_list, resource_read, resource_write
 from ...errors import FwError
 from ...home import secrets
 from ...home.kinds import BUILTIN_GROUPS, DEFAULT_CATEGORY, KINDS, check_name
 from ...home.store import Home
-from ...tools.sources import tools_offered_now
+from ...runtime.plugin_admin import plugin_warnings
+from ...tools.service import catalogue_now, tools_offered_now
 from . import forms
 from .forms import Form
 from .signin import SignIn, SignInMiddleware
@@ -137,7 +140,7 @@ class Pages:
 
     # -- the home -------------------------------------------------------------------------
     def overview(self, request: Request, form: Form | None) -> Response:
-        report = check_home(self.home())
+        report = check_home(self.home(), (plugin_warnings,))
         return self.render(request, "home.html", report=report)
 
     # -- agents ---------------------------------------------------------------------------
@@ -169,6 +172,7 @@ class Pages:
         values = {**forms.agent_form_values(form), "name": name}
         try:
             definition = self.completed(home, form, forms.agent_definition(values))
+            definition["mcps"] = values["mcps"] = forms.kept_order(doc["data"].get("mcps") or [], definition["mcps"])
             values["allowed_tools"] = definition["allowed_tools"]
             patch = forms.changes(doc["data"], definition)
             groups = patch.pop("builtin_tools", None)
@@ -180,39 +184,52 @@ class Pages:
 
     def completed(self, home: Home, form: Form, definition: dict[str, Any]) -> dict[str, Any]:
         """The definition with `allowed_tools` as ticked, for the sources it names; a source
-        the page did not list (added without the list being refreshed) has its tools allowed."""
-        mcps, skills = definition["mcps"], definition["skills"]
-        allowed = [n for n in definition["allowed_tools"] if forms.tool_source_of(n, mcps, skills)]
-        new_mcps, new_skills = forms.unlisted_sources(form, mcps, skills)
-        if new_mcps or new_skills:
-            allowed += [t["name"] for t in tools_offered_now(home, new_mcps, new_skills, str(home.root))["tools"]]
+        the page did not list (added without the list being refreshed, or a plugin enabled
+        since the page was shown) has its tools allowed."""
+        mcps, skills, sandbox, plugins = definition["mcps"], definition["skills"], definition["sandbox"] is not None, enabled_plugins(home)
+        allowed = [n for n in definition["allowed_tools"] if forms.tool_source_of(n, mcps, skills, sandbox, plugins)]
+        new = forms.unlisted_sources(form, mcps, skills, sandbox, plugins)
+        if new["mcps"] or new["skills"] or new["sandbox"] or new["plugins"]:
+            wanted = {"mcps": new["mcps"], "skills": new["skills"], "sandbox": definition["sandbox"] if new["sandbox"] else None}
+            for tool in tools_offered_now(home, wanted, str(home.root))["tools"]:
+                if not tool["name"].startswith(PLUGIN_PREFIX) or tool.get("plugin") in new["plugins"]:
+                    allowed.append(tool["name"])
         return {**definition, "allowed_tools": list(dict.fromkeys(allowed))}
 
     def agent_page(self, request: Request, home: Home, values: dict[str, Any], *, new: bool, error: FwError | None = None) -> Response:
         errors, alerts, status = self.failed(error)
         choices = {kind: sorted(names(home, kind)) for kind in ("model", "prompt", "harness", "skill", "mcp")}
+        choices["mcp"] = [m for m in values["mcps"] if m in choices["mcp"]] + [m for m in choices["mcp"] if m not in values["mcps"]]
         activation = None if new or error else agent_show(home, values["name"])["activation"]
+        definition = {k: v for k, v in forms.agent_definition(values).items() if v is not None}
+        catalogue = catalogue_now(home, definition, str(home.root))  # the sources asked once, for both parts below
         return self.render(
             request, "agent_form.html", status, values=values, new=new, choices=choices, errors=errors, alerts=alerts,
             categories=home.categories(KINDS["agent"]), groups=BUILTIN_GROUPS, activation=activation,
             event_tools=forms.event_tools(forms.words(values["events"])),
             platform_tools=forms.platform_tools(values["allowed_platform_tools"]),
-            allowed=self.allowed_view(home, values["mcps"], values["skills"], values["allowed_tools"], None),
+            allowed=self.allowed_view(home, values, values["allowed_tools"], None, catalogue["offered"]),
+            catalogue=forms.catalogue_groups(catalogue["tools"]), warnings=sandbox_warnings(definition),
             saved=request.query_params.get("saved") == "1",
         )
 
-    def allowed_view(self, home: Home, mcps: list[str], skills: list[str], allowed: list[str] | None, shown: list[str] | None) -> dict[str, Any]:
-        offered = tools_offered_now(home, mcps, skills, str(home.root))
-        return forms.allowed_tools_view(offered, allowed, shown, mcps, skills)
+    def allowed_view(self, home: Home, values: dict[str, Any], allowed: list[str] | None, shown: list[str] | None,
+                     offered: dict[str, Any] | None = None) -> dict[str, Any]:
+        mcps, skills, sandbox = values["mcps"], values["skills"], bool(values["sandbox"])
+        if offered is None:
+            wanted = {"mcps": mcps, "skills": skills, "sandbox": {"backend": "bubblewrap"} if sandbox else None}
+            offered = tools_offered_now(home, wanted, str(home.root))
+        return forms.allowed_tools_view(offered, allowed, shown, mcps, skills, sandbox, enabled_plugins(home))
 
     def agent_tools_part(self, request: Request, form: Form | None) -> Response:
         """The allowed_tools part of the agent form, for the sources chosen on the page now."""
         query = forms.form_of(request.query_params.multi_items())
         mcps, skills = forms.many(query, "mcps"), forms.many(query, "skills")
         known = {"mcp": names(self.home(), "mcp"), "skill": names(self.home(), "skill")}
-        mcps, skills = [m for m in mcps if m in known["mcp"]], [s for s in skills if s in known["skill"]]
+        values = {"mcps": [m for m in mcps if m in known["mcp"]], "skills": [s for s in skills if s in known["skill"]],
+                  "sandbox": bool(query.get("sandbox"))}
         allowed = forms.many(query, "allowed_tools") + forms.many(query, "allowed_tools_kept")
-        view = self.allowed_view(self.home(), mcps, skills, allowed, forms.many(query, "shown"))
+        view = self.allowed_view(self.home(), values, allowed, forms.many(query, "shown"))
         return self.render(request, "allowed_tools.html", allowed=view)
 
     def event_tools_part(self, request: Request, form: Form | None) -> Response:

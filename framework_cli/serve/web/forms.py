@@ -12,7 +12,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from ...domain.catalogue import EVENT_TOOLS, EVENT_TYPES, PLATFORM_TOOLS, selects
-from ...domain.projection import AMBIGUOUS, MCP_PREFIX, SKILL_PREFIX, SOURCE_UNAVAILABLE
+from ...domain.agent_catalogue import SOURCES
+from ...domain.projection import AMBIGUOUS, MCP_PREFIX, PLUGIN_PREFIX, SANDBOX_PREFIX, SKILL_PREFIX, SOURCE_UNAVAILABLE
 from ...errors import FwError
 from ...home.kinds import DEFAULT_CATEGORY
 
@@ -49,8 +50,9 @@ def optional(value: str) -> str | None:
 
 # What each form shows, and so always sends: a field's name (an empty field is still sent), or
 # a checkbox group's `sent` marker (a group with nothing ticked sends no value of its own).
-AGENT_FIELDS = ("category", "description", "model", "prompt", "harness", "events")
-AGENT_GROUPS = ("builtin_tools", "execution.enabled", "mcps", "skills", "allowed_tools", "allowed_platform_tools")
+AGENT_FIELDS = ("category", "description", "model", "prompt", "harness", "events", "execution.sandbox")
+AGENT_GROUPS = ("builtin_tools", "execution.enabled", "execution.network", "sandbox", "sandbox.network", "mcps", "skills",
+                "allowed_tools", "allowed_platform_tools")
 MODEL_FIELDS = ("category", "provider", "model_id", "description")
 MODEL_GROUPS = ("capabilities.tool_call",)
 PROVIDER_FIELDS = ("category", "base_url", "api_key", "description")
@@ -84,6 +86,10 @@ def agent_values(name: str, category: str, data: dict[str, Any]) -> dict[str, An
         "mcps": list(data.get("mcps") or []),
         "builtin_tools": list(data.get("builtin_tools") or []),
         "execution_enabled": bool((data.get("execution") or {}).get("enabled")),
+        "execution_sandbox": (data.get("execution") or {}).get("sandbox") or "bubblewrap",
+        "execution_network": bool((data.get("execution") or {}).get("network")),
+        "sandbox": data.get("sandbox") is not None,
+        "sandbox_network": bool((data.get("sandbox") or {}).get("network")),
         "events": " ".join(data.get("events") or []),
         "allowed_platform_tools": list(data.get("allowed_platform_tools") or []),
         "allowed_tools": data.get("allowed_tools"),  # None: every MCP and skill tool
@@ -107,6 +113,10 @@ def agent_form_values(form: Form) -> dict[str, Any]:
         "mcps": many(form, "mcps"),
         "builtin_tools": many(form, "builtin_tools"),
         "execution_enabled": bool(form.get("execution.enabled")),
+        "execution_sandbox": one(form, "execution.sandbox") or "bubblewrap",  # absent: the safe side
+        "execution_network": bool(form.get("execution.network")),
+        "sandbox": bool(form.get("sandbox")),
+        "sandbox_network": bool(form.get("sandbox.network")),
         "events": one(form, "events"),
         "allowed_platform_tools": many(form, "allowed_platform_tools"),
         "allowed_tools": many(form, "allowed_tools") + many(form, "allowed_tools_kept"),
@@ -123,14 +133,16 @@ def agent_definition(values: dict[str, Any]) -> dict[str, Any]:
         "skills": values["skills"],
         "mcps": values["mcps"],
         "builtin_tools": values["builtin_tools"],
-        "execution": {"enabled": values["execution_enabled"]},
+        "execution": {"enabled": values["execution_enabled"], "sandbox": values["execution_sandbox"], "network": values["execution_network"]},
+        "sandbox": {"backend": "bubblewrap", "network": values["sandbox_network"]} if values["sandbox"] else None,
         "events": words(values["events"]) or None,
         "allowed_platform_tools": values["allowed_platform_tools"] or None,
         "allowed_tools": values["allowed_tools"],
     }
 
 
-DEFAULTS: dict[str, Any] = {"skills": [], "mcps": [], "builtin_tools": [], "execution": {"enabled": False}}
+DEFAULTS: dict[str, Any] = {"skills": [], "mcps": [], "builtin_tools": [],
+                            "execution": {"enabled": False, "sandbox": "bubblewrap", "network": False}}
 
 
 def creation(definition: dict[str, Any]) -> dict[str, Any]:
@@ -145,9 +157,16 @@ def changes(stored: dict[str, Any], definition: dict[str, Any]) -> dict[str, Any
     return {k: v for k, v in definition.items() if stored.get(k, DEFAULTS.get(k)) != v}
 
 
-def tool_source_of(name: str, mcps: list[str], skills: list[str]) -> bool:
+def kept_order(stored: list[str], ticked: list[str]) -> list[str]:
+    """A list as ticked on the page, in its stored order (new entries after): saving the page
+    never reorders an agent's `mcps`, whose order decides which tools fall past the cap."""
+    return [m for m in stored if m in ticked] + [m for m in ticked if m not in stored]
+
+
+def tool_source_of(name: str, mcps: list[str], skills: list[str], sandbox: bool = False, plugins: list[str] = ()) -> bool:
     """Whether a model-side tool name comes from one of these sources."""
-    return any(name == f"{SKILL_PREFIX}{s}" for s in skills) or any(name.startswith(f"{MCP_PREFIX}{m}__") for m in mcps)
+    return (any(name == f"{SKILL_PREFIX}{s}" for s in skills) or any(name.startswith(f"{MCP_PREFIX}{m}__") for m in mcps)
+            or (sandbox and name.startswith(SANDBOX_PREFIX)) or any(name.startswith(f"{PLUGIN_PREFIX}{p}__") for p in plugins))
 
 
 def event_tools(patterns: list[str]) -> list[dict[str, Any]]:
@@ -162,41 +181,55 @@ def platform_tools(ticked: list[str]) -> list[dict[str, Any]]:
 
 
 def allowed_tools_view(offered: dict[str, Any], allowed: list[str] | None, shown: list[str] | None,
-                       mcps: list[str], skills: list[str]) -> dict[str, Any]:
+                       mcps: list[str], skills: list[str], sandbox: bool = False, plugins: list[str] = ()) -> dict[str, Any]:
     """The `allowed_tools` part of the agent form, from what the sources give now
-    (`tools_offered_now`). A tool is ticked when the agent allows it, when it allows every
-    tool (no `allowed_tools`), or when it was not on the page before (`shown`: a source
-    just added). Names allowed from a source that gives nothing now are kept as they are."""
+    (`tools_offered_now`): sandbox, MCP, plugin and skill tools. A tool is ticked when the
+    agent allows it, when it allows every tool (no `allowed_tools`), or when it was not on the
+    page before (`shown`: a source just added). Names allowed from a source that gives nothing
+    now are kept as they are."""
     listed = [t["name"] for t in offered["tools"]]
     rows = [{**t, "ticked": allowed is None or t["name"] in allowed or (shown is not None and t["name"] not in shown)}
             for t in offered["tools"]]
-    notes, silent_servers, silent_names = [], [], set()
+    notes, silent_prefixes, silent_names = [], [], set()
     for entry in offered["unavailable"]:
         name = entry["name"]
-        if name.startswith(MCP_PREFIX) and name.endswith("__*"):
-            server = name[len(MCP_PREFIX):-3]
-            silent_servers.append(server)
-            notes.append({"source": f"MCP server {server}", **entry})
+        if name.endswith("__*"):
+            silent_prefixes.append(name[:-1])
+            kind, _, owner = name[:-3].partition("__")
+            notes.append({"source": f"{'MCP server' if kind == 'mcp' else kind} {owner}", **entry})
         else:
             silent_names.add(name)
-            source = f"skill {name[len(SKILL_PREFIX):]}" if entry["reason"] == SOURCE_UNAVAILABLE else name
+            source = (f"skill {name[len(SKILL_PREFIX):]}" if entry["reason"] == SOURCE_UNAVAILABLE and name.startswith(SKILL_PREFIX)
+                      else "the sandbox" if name.startswith(SANDBOX_PREFIX) and entry["reason"] == SOURCE_UNAVAILABLE else name)
             notes.append({"source": source, **entry})
-    kept = [n for n in allowed or [] if n not in listed and tool_source_of(n, mcps, skills)
-            and (n in silent_names or any(n.startswith(f"{MCP_PREFIX}{s}__") for s in silent_servers))]
+    kept = [n for n in allowed or [] if n not in listed and tool_source_of(n, mcps, skills, sandbox, plugins)
+            and (n in silent_names or any(n.startswith(prefix) for prefix in silent_prefixes))]
     return {
         "rows": rows,
         "notes": notes,
         "kept": kept,
         "ambiguous": [n for n in notes if n["reason"] == AMBIGUOUS],
-        "listed_sources": [f"mcp:{m}" for m in mcps] + [f"skill:{s}" for s in skills],
+        "listed_sources": [f"mcp:{m}" for m in mcps] + [f"skill:{s}" for s in skills] + (["sandbox"] if sandbox else [])
+        + [f"plugin:{p}" for p in plugins],
     }
 
 
-def unlisted_sources(form: Form, mcps: list[str], skills: list[str]) -> tuple[list[str], list[str]]:
+def unlisted_sources(form: Form, mcps: list[str], skills: list[str], sandbox: bool = False,
+                     plugins: list[str] = ()) -> dict[str, Any]:
     """The sources the saved form names whose tools the page did not list (added without the
-    page refreshing its list): their tools are allowed, as a new source's would be."""
+    page refreshing its list, or a plugin enabled since): their tools are allowed, as a new
+    source's would be."""
     listed = set(many(form, "listed_sources"))
-    return [m for m in mcps if f"mcp:{m}" not in listed], [s for s in skills if f"skill:{s}" not in listed]
+    return {"mcps": [m for m in mcps if f"mcp:{m}" not in listed], "skills": [s for s in skills if f"skill:{s}" not in listed],
+            "sandbox": sandbox and "sandbox" not in listed, "plugins": [p for p in plugins if f"plugin:{p}" not in listed]}
+
+
+def catalogue_groups(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The catalogue (`fw agent tools`) grouped by source, in the catalogue's order."""
+    titles = {"builtin": "Built-in groups", "managed_runtime": "Managed-run tools (every managed run)", "event": "Event tools",
+              "platform": "Platform tools", "sandbox": "Sandbox tools", "mcp": "MCP tools", "plugin": "Plugin tools", "skill": "Skills"}
+    return [{"source": source, "title": titles[source], "tools": [t for t in tools if t["source"] == source]}
+            for source in SOURCES if any(t["source"] == source for t in tools)]
 
 
 # -- models -------------------------------------------------------------------------------
