@@ -33,6 +33,51 @@ def http_client(scheme: str) -> Any:
         return client
 
 
+_async_clients: dict[tuple[int, str], Any] = {}  # (id of the event loop, scheme) -> its client
+
+
+def async_http_client(scheme: str) -> Any:
+    """The running event loop's HTTP client for `scheme` (an AsyncClient belongs to the loop it
+    was made in), made on first use; `close_async_clients` closes a loop's at its end."""
+    import asyncio
+
+    key = (id(asyncio.get_running_loop()), scheme)
+    client = _async_clients.get(key)
+    if client is None:
+        import httpx
+
+        verify: Any = True if scheme == "https" else bare_tls_context()
+        client = _async_clients[key] = httpx.AsyncClient(verify=verify, follow_redirects=False, **_async_transport(verify),
+                                                         limits=httpx.Limits(max_connections=None, max_keepalive_connections=64))
+    return client
+
+
+async def close_async_clients() -> None:
+    """Close the running loop's clients (the end of an engine's loop)."""
+    import asyncio
+
+    loop = id(asyncio.get_running_loop())
+    for key in [k for k in _async_clients if k[0] == loop]:
+        client = _async_clients.pop(key)
+        try:
+            await client.aclose()
+        except Exception:  # a loop that ends closes what it can
+            pass
+
+
+def _async_transport(verify: Any) -> dict[str, Any]:
+    import socket
+    import urllib.request
+
+    import httpx
+
+    if urllib.request.getproxies():
+        return {}
+    nodelay = [(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]
+    return {"transport": httpx.AsyncHTTPTransport(verify=verify, socket_options=nodelay,
+                                                  limits=httpx.Limits(max_connections=None, max_keepalive_connections=64))}
+
+
 def bare_tls_context() -> Any:
     """A TLS context that loads no CA bundle (40 ms), for a client that speaks plain http://."""
     import ssl

@@ -54,30 +54,26 @@ def test_once_runs_the_turn_that_work_ending_while_it_looks_adds(home, monkeypat
     running when it last looked: an answer posted while it looks (its turn ended, a new one
     made) is run too, not left pending. The look is slowed here until the running work ends,
     the interleaving that left turns pending one time in ten under load."""
-    from framework_cli.engine.dispatch import Dispatcher
+    import asyncio
 
-    looked, forget = Dispatcher._candidate, Dispatcher._forget_finished
+    from framework_cli.engine.engine import Engine
 
-    def first_look_of_a_round(self):
-        forget(self)
-        self.slow_look_next = True
+    look = Engine._start_what_fits
 
-    def slow_look(self, store):
-        found = looked(self, store)
-        if found is None and getattr(self, "slow_look_next", False) and store._depth == 0:
-            for thread in list(self._threads.values()):
-                thread.join(timeout=60)  # the work in progress ends (its answer posted) while this dispatcher looks
-        self.slow_look_next = False
-        return found
+    async def slow_look(self):
+        running = list(self.running)  # what was running when this look began
+        started = await look(self)
+        if not started and running:
+            await asyncio.wait(running, timeout=60)  # the work in progress ends (its answer posted) while this engine looks
+        return started
 
-    monkeypatch.setattr(Dispatcher, "_forget_finished", first_look_of_a_round)
-    monkeypatch.setattr(Dispatcher, "_candidate", slow_look)
+    monkeypatch.setattr(Engine, "_start_what_fits", slow_look)
     # ping's answer takes longer than the dispatcher's poll, so it looks while ping's turn runs
     with ChatServer([{"content": "@pong over to you", "sleep": 0.6}, {"content": "thanks"}]) as server:
         setup(server.base_url, "ping", "pong")
         fwj("session", "create", "s1", "--member", "alice", "--member", "ping", "--member", "pong")
         post("s1", "alice", "@ping hello")
-        summary = fwj("dispatch", "--once", "--workers", "2")
+        summary = fwj("dispatch", "--once", "--concurrency", "2")
     assert summary["turns"] == {"run": 2, "answered": 2, "failed": 0, "cancelled": 0}
     shown = fwj("session", "show", "s1")["session"]
     assert [(t["principal"], t["status"]) for t in shown["turns"]] == [("ping", "done"), ("pong", "done")]

@@ -4,6 +4,7 @@ real MCP server process."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import sys
@@ -45,9 +46,14 @@ class FakeToolService:
 
 def loop(server, *, stream=False, tools=(ADD,), service=None, max_rounds=None, events=None):
     client = ChatClient(server.base_url, CANARY, "m-1", stream=stream, timeout=10)
-    return run_loop(client, system="You add numbers.", user="1 + 2?", tools=list(tools),
-                    call_tool=service or FakeToolService(), max_rounds=max_rounds,
-                    on_event=events.append if events is not None else None)
+    service = service or FakeToolService()
+
+    async def call_tool(name, args):
+        return service(name, args)
+
+    return asyncio.run(run_loop(client, system="You add numbers.", user="1 + 2?", tools=list(tools),
+                                call_tool=call_tool, max_rounds=max_rounds,
+                                on_event=events.append if events is not None else None))
 
 
 # -- the loop against the scripted model -----------------------------------------------------
@@ -104,7 +110,7 @@ def test_the_answer_is_read_as_it_comes_whatever_was_asked(asked_stream):
     # A server that ignores the stream flag: the Content-Type decides how the answer is read.
     with ChatServer([{"content": "hello there", "stream": not asked_stream}]) as server:
         client = ChatClient(server.base_url, CANARY, "m-1", stream=asked_stream)
-        reply = client.complete([{"role": "user", "content": "hi"}], None)
+        reply = asyncio.run(client.complete([{"role": "user", "content": "hi"}], None))
     assert reply.content == "hello there" and reply.tool_calls == []
 
 
@@ -196,7 +202,7 @@ def complete_failure(script, key=CANARY, reason="model", **client_options) -> Fw
     with ChatServer(script) as server:
         client = ChatClient(server.base_url, key, "m-1", **client_options)
         with pytest.raises(FwError) as caught:
-            client.complete([{"role": "user", "content": "hi"}], [ADD])
+            asyncio.run(client.complete([{"role": "user", "content": "hi"}], [ADD]))
     error = caught.value
     assert error.code == "unavailable" and error.extra["reason"] == reason
     return error
@@ -255,7 +261,7 @@ def test_an_unreachable_model_is_unavailable():
     port = http_mcp.free_port()  # closed again: nothing listens there
     client = ChatClient(f"http://127.0.0.1:{port}/v1", CANARY, "m-1", timeout=5)
     with pytest.raises(FwError) as caught:
-        client.complete([{"role": "user", "content": "hi"}], None)
+        asyncio.run(client.complete([{"role": "user", "content": "hi"}], None))
     assert caught.value.code == "unavailable" and caught.value.extra == {"reason": "model", "status": None, "tries": 1}
     assert "ConnectError" in caught.value.message and CANARY not in shown(caught.value)
 

@@ -14,7 +14,7 @@ from .output import JsonOpt, emit, json_wanted, write_out
 def command(
     ctx: typer.Context,
     once: Annotated[bool, typer.Option("--once", help="Run until nothing is pending, then exit with a summary.")] = False,
-    workers: Annotated[int, typer.Option("--workers", metavar="N", help="Turns run at once, across principals (one at a time per principal).")] = 4,
+    concurrency: Annotated[int, typer.Option("--concurrency", "--workers", metavar="N", help="Turns and tasks in flight at once, across principals (one at a time per principal); waiting for a model holds no thread. --workers is its old name.")] = 256,
     timeout: Annotated[Optional[str], typer.Option("--timeout", metavar="DURATION", help=f"{TIMEOUT_HELP[:-1]}: {DURATION_HELP}.", show_default=False)] = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -29,8 +29,8 @@ def command(
     home = home_of(ctx)
     progress = None if json_wanted(as_json) else _progress
     if not once and not json_wanted(as_json):
-        write_out(f"fw dispatch: serving {home.root} with {plural(workers, 'worker')}; Ctrl-C stops.", err=True)
-    doc = run_dispatch(home, once=once, workers=workers, on_event=progress,
+        write_out(f"fw dispatch: serving {home.root}, up to {plural(concurrency, 'turn or task', 'turns or tasks')} at once; Ctrl-C stops.", err=True)
+    doc = run_dispatch(home, once=once, concurrency=concurrency, on_event=progress,
                        timeout=parse_duration(timeout, "--timeout") if timeout is not None else None, gateway=run_gateway)
     emit(doc, as_json, lambda c: _render(c, doc))
 

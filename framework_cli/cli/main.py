@@ -127,7 +127,8 @@ class FwGroup(TyperGroup):
             _refuse_non_text(args)
             rv = super().main(hoisted(args), prog_name or "fw", complete_var, standalone_mode=False, **extra)
             code = rv if isinstance(rv, int) and not isinstance(rv, bool) else 0
-            if code == 130 and _invocation.get("interrupted"):  # typer's answer to a KeyboardInterrupt
+            if code == 130:  # typer's answer to a KeyboardInterrupt (from our handler, or an event loop's)
+                _invocation["interrupted"] = True
                 code = _interrupted(as_json)
         except FwError as exc:
             emit_error(with_corrected_command(exc, args), as_json)
@@ -141,6 +142,7 @@ class FwGroup(TyperGroup):
             emit_error(FwError("internal", "aborted", ""), as_json)
             code = 1
         except KeyboardInterrupt:
+            _invocation["interrupted"] = True  # also when an event loop took the signal itself
             code = _interrupted(as_json)
         except BrokenPipeError:
             code = 1

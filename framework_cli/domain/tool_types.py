@@ -4,7 +4,7 @@ toolset share. Plain data, cheap to import, and low enough that every floor abov
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,6 +52,9 @@ class Tool:
     input_schema: dict[str, Any]
     handler: Callable[[Home, Caller, dict[str, Any]], dict[str, Any]]
     title: str | None = None  # a tool of another source (MCP) may bring its own
+    # The same job for an event loop (the engine's): awaited, holding no thread while it waits
+    # (an MCP call, task_wait); given `run_sync`, which runs blocking work on the engine's threads.
+    ahandler: Callable[[Home, Caller, dict[str, Any], Any], Awaitable[dict[str, Any]]] | None = None
 
 
 @dataclass

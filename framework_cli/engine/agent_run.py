@@ -10,6 +10,7 @@ a model or program that fails, Ctrl-C).
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,7 +25,8 @@ from ..home.records import resource_names
 from ..home.secrets import redact
 from ..home.store import Home
 from ..runtime.conversations import conversation_keep, last_conversation
-from ..tools.service import call_tool, list_tools, open_run
+from ..tools.service import acall_tool, list_tools, open_run
+from .aio import run_front
 from .chat import ChatClient
 from .external import DEFAULT_RUNNER_TIMEOUT, ExternalRunner, GatewayStarter, RunJob
 from .loop import OnEvent, run_loop
@@ -32,7 +34,12 @@ from .loop import OnEvent, run_loop
 DEFAULT_MODEL_TIMEOUT = 60.0
 
 
-def agent_run(
+def agent_run(home: Home, message: str, **options: Any) -> dict[str, Any]:
+    """`arun_agent` for a command that drives one run: on an event loop of its own."""
+    return run_front(lambda threads: arun_agent(home, message, run_sync=threads, **options))
+
+
+async def arun_agent(
     home: Home,
     message: str,
     *,
@@ -46,6 +53,7 @@ def agent_run(
     stream: bool = False,
     gateway: GatewayStarter | None = None,
     conversation: str | None = None,
+    run_sync: Any = None,
 ) -> dict[str, Any]:
     """Run an agent on one message: `{"run_id", "status", "answer", "rounds", "finish_reason",
     "tool_calls"}`. `context` is recorded with the run (the session it is tied to, the event it
@@ -56,7 +64,9 @@ def agent_run(
     it in). `timeout` bounds each model answer (default 60 s), or an external runner (600 s).
     `conversation` keeps an explicit run's conversation for later: `new` starts one,
     `continue` carries on the agent's last one (its messages come before `message`; none yet:
-    a new one is started)."""
+    a new one is started). Blocking work (starting the run, the tool calls that block, ending
+    it) goes to `run_sync` (the engine's threads); waiting for the model holds no thread."""
+    run_sync = run_sync or asyncio.to_thread
     if not isinstance(message, str) or not message.strip():
         raise FwError("invalid", "a message needs some text", "e.g. fw agent run AGENT --message 'what is in this home?'")
     if max_rounds is not None and (isinstance(max_rounds, bool) or not isinstance(max_rounds, int) or max_rounds < 1):
@@ -70,33 +80,32 @@ def agent_run(
         _require_binding_runs(home, principal, agent)
         agent = None  # a managed run runs what its binding names
     context = {**(context or {}), "input": without_lone_surrogates(redact(message))[:INPUT_KEPT]}
-    record, sources = open_run(home, principal=principal, agent=agent, context=context, owned=True)  # this process drives it
+    record, sources = await run_sync(open_run, home, principal=principal, agent=agent, context=context, owned=True)  # this process drives it
     token = record.pop("gateway_token", "")  # shown to no one: only an external runner gets it
     run_id = record["run_id"]
     try:
-        earlier = last_conversation(home, record["agent"]) if conversation == "continue" else None
+        earlier = await run_sync(last_conversation, home, record["agent"]) if conversation == "continue" else None
         if earlier is not None:
             history = [*earlier["messages"], *(history or [])]
         if on_event:
             on_event({"type": "started", "run": record})
         if (record.get("runner") or {}).get("type") == EXTERNAL:
             job = RunJob(home, record, token, sources, message, history, on_event)
-            doc = ExternalRunner(gateway, timeout if timeout is not None else DEFAULT_RUNNER_TIMEOUT).run(job)
+            doc = await run_sync(ExternalRunner(gateway, timeout if timeout is not None else DEFAULT_RUNNER_TIMEOUT).run, job)
             said = [{"role": "user", "content": message}, {"role": "assistant", "content": doc["answer"]}]
         else:
             turn = Turn(message, history, max_rounds if max_rounds is not None else record.get("max_rounds"),
                         timeout if timeout is not None else DEFAULT_MODEL_TIMEOUT, stream)
-            doc = run_model_loop(home, record, sources, turn, on_event)
+            doc = await run_model_loop(home, record, sources, turn, on_event, run_sync)
             said = turn.said
         if conversation is not None:
-            conversation_keep(home, record["agent"], earlier["id"] if earlier else None, run_id, said)
+            await run_sync(conversation_keep, home, record["agent"], earlier["id"] if earlier else None, run_id, said)
         return doc
     except FwError as exc:
         exc.extra.setdefault("run_id", run_id)
         raise
     finally:
-        sources.close()
-        _end(home, run_id)
+        await run_sync(_close_and_end, home, sources, run_id)
 
 
 INPUT_KEPT = 65536  # characters of the input text kept in the run record (fw_get_current_event)
@@ -114,28 +123,43 @@ class Turn:
     said: list[dict[str, Any]] = field(default_factory=list)  # by the runner: this turn's messages, the user's first
 
 
-def run_model_loop(home: Home, record: dict[str, Any], sources: Any, turn: Turn, on_event: OnEvent | None) -> dict[str, Any]:
+async def run_model_loop(home: Home, record: dict[str, Any], sources: Any, turn: Turn, on_event: OnEvent | None,
+                         run_sync: Any) -> dict[str, Any]:
     """The built-in local runner: fw's own model loop over the run's tools, every call through
     the tool service as the run."""
     run_id = record["run_id"]
-    client = chat_client(home, record, turn.timeout, stream=turn.stream)
+    client, system, tools = await run_sync(_loop_parts, home, record, turn)
     caller = Caller("run", run_id, record)
 
-    def call(name: str, args: Any) -> dict[str, Any]:
-        return call_tool(home, caller, name, args, sources, watch=_progress_watch(name, on_event))
+    async def call(name: str, args: Any) -> dict[str, Any]:
+        return await acall_tool(home, caller, name, args, sources, run_sync=run_sync, watch=_progress_watch(name, on_event))
 
-    result = run_loop(
+    result = await run_loop(
         client,
-        system=system_prompt(home, record),
+        system=system,
         history=turn.history,
         user=turn.message,
-        tools=list_tools(home, caller)["tools"],
+        tools=tools,
         call_tool=call,
         max_rounds=turn.max_rounds,
         on_event=on_event,
     )
     turn.said = result.messages[1 + len(turn.history or []):]  # after the system message and the history
     return result.to_dict(run_id)
+
+
+def _loop_parts(home: Home, record: dict[str, Any], turn: Turn) -> tuple[ChatClient, str, list[dict[str, Any]]]:
+    """What the loop needs of the home (read from files): the model, the prompt, the tools."""
+    caller = Caller("run", record["run_id"], record)
+    return (chat_client(home, record, turn.timeout, stream=turn.stream), system_prompt(home, record),
+            list_tools(home, caller)["tools"])
+
+
+def _close_and_end(home: Home, sources: Any, run_id: str) -> None:
+    try:
+        sources.close()
+    finally:
+        _end(home, run_id)
 
 
 def _progress_watch(name: str, on_event: OnEvent | None) -> CallWatch | None:

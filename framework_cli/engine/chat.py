@@ -10,18 +10,17 @@ but with something fw cannot use: a lone UTF-16 surrogate, a broken tool call), 
 scrubbed from anything the server echoed back.
 
 The timeout bounds each answer as a whole, retries included, however slowly it arrives: the
-exchange is read on a thread of its own and the caller waits for its pieces against one
-deadline. A 408, 409, 429 or 5xx answer, or a connection dropped once made, is tried again
+exchange is read on the event loop, against one deadline, and waiting holds no thread. A 408,
+409, 429 or 5xx answer, or a connection dropped once made, is tried again
 up to twice, after `Retry-After` or a short backoff, as long as the deadline allows.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
-import queue
-import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from email.utils import parsedate_to_datetime
 from typing import Any
 
@@ -29,7 +28,7 @@ from ..dialects import dialect_for
 from ..dialects.base import Dialect, HttpRequest, Reply, ServerError, StreamedAnswer, UnreadableAnswer, UnusableAnswer
 from ..errors import FwError, lone_surrogate_at
 from ..home import secrets
-from ..http_client import SseReader, UnreadableStream, http_client
+from ..http_client import SseReader, UnreadableStream, async_http_client
 
 SNIPPET_CHARS = 200  # of an error body shown to the user: enough to read the server's reason
 _STREAMED = "text/event-stream"
@@ -54,61 +53,6 @@ class _Late(Exception):
     """The deadline passed before the answer was whole."""
 
 
-class _Exchange:
-    """One request, sent and read on a thread of its own; the caller takes its pieces (the
-    status and headers, then the body's bytes) against a deadline, so a server that trickles
-    its answer cannot hold the caller past it. A thread given up on stops at its next piece,
-    or at httpx's own timeout (the time that was left when the request was sent)."""
-
-    def __init__(self, request: Any, deadline: float) -> None:
-        self.deadline = deadline
-        self._pieces: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
-        self._abandoned = False
-        threading.Thread(target=self._read, args=(request,), daemon=True, name="fw-model-answer").start()
-
-    def _read(self, request: Any) -> None:
-        try:
-            client = http_client(request.url.scheme)
-            response = client.send(request, stream=True)
-            try:
-                self._pieces.put(("head", response))
-                for data in response.iter_bytes():
-                    if self._abandoned:
-                        return
-                    self._pieces.put(("data", data))
-            finally:
-                response.close()
-            self._pieces.put(("end", None))
-        except BaseException as exc:  # handed to the caller, who decides what it means
-            self._pieces.put(("error", exc))
-
-    def _next(self) -> tuple[str, Any]:
-        remaining = self.deadline - time.monotonic()
-        try:
-            if remaining <= 0:
-                raise queue.Empty
-            kind, value = self._pieces.get(timeout=remaining)
-        except queue.Empty:
-            self.abandon()
-            raise _Late() from None
-        if kind == "error":
-            raise value
-        return kind, value
-
-    def head(self) -> Any:
-        return self._next()[1]
-
-    def body(self) -> Iterator[bytes]:
-        while True:
-            kind, value = self._next()
-            if kind == "end":
-                return
-            yield value
-
-    def abandon(self) -> None:
-        self._abandoned = True
-
-
 class ChatClient:
     """A model behind its provider's API: base_url (ending in /v1), key and model id, spoken in
     the provider's dialect (default: chat completions)."""
@@ -131,11 +75,12 @@ class ChatClient:
         return self.dialect.chat_request(self.base_url, self._api_key, self.model_id, messages, tools,
                                          stream=self.stream, max_tokens=self.max_tokens)
 
-    def complete(
+    async def complete(
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, on_event: OnEvent | None = None
     ) -> Reply:
         """One model call: the reply's text and the tool calls it asks for. `on_event` hears
-        the text as it streams in (`{"type": "text", "text"}`) and each retry (`{"type": "retry"}`)."""
+        the text as it streams in (`{"type": "text", "text"}`) and each retry (`{"type": "retry"}`).
+        Waiting for the answer holds no thread: the exchange is read on the event loop."""
         emit = on_event or (lambda event: None)
         request = self._chat_request(messages, tools)
         content = _encoded(request.body or {})
@@ -144,15 +89,15 @@ class ChatClient:
         while True:
             tries += 1
             try:
-                return self._try(request, content, deadline, emit)
+                return await asyncio.wait_for(self._try(request, content, deadline, emit), max(deadline - time.monotonic(), 0.001))
             except _Retryable as failed:
                 wait = failed.wait if failed.wait is not None else BACKOFF_SECONDS[min(tries, len(BACKOFF_SECONDS)) - 1]
                 if tries >= MAX_TRIES or time.monotonic() + wait >= deadline:
                     raise self._failure(f"{failed.message} ({_tries(tries)}{_past_deadline(failed, tries)})",
                                         failed.hint, failed.status, tries) from None
                 emit({"type": "retry", "try": tries + 1, "of": MAX_TRIES, "wait": wait, "why": self._scrub(failed.message)})
-                time.sleep(wait)
-            except _Late:
+                await asyncio.sleep(wait)
+            except (_Late, asyncio.TimeoutError, TimeoutError):
                 raise self._failure(f"{self.url} did not answer in time (the whole answer within {self.timeout:g} s, "
                                     f"{_tries(tries)})",
                                     "the model may be overloaded; try again with a longer --timeout, or check the provider's base_url",
@@ -161,43 +106,41 @@ class ChatClient:
                 exc.extra.setdefault("tries", tries)
                 raise
 
-    def _request(self, request: HttpRequest, content: bytes, deadline: float) -> Any:
+    def _request(self, client: Any, request: HttpRequest, content: bytes, deadline: float) -> Any:
         import httpx
 
         timeout = httpx.Timeout(max(deadline - time.monotonic(), 0.001))
         try:
-            return http_client("https" if request.url.startswith("https:") else "http").build_request(
-                request.method, request.url, content=content, headers=request.headers, timeout=timeout)
+            return client.build_request(request.method, request.url, content=content, headers=request.headers, timeout=timeout)
         except UnicodeError:
             raise self._failure("the provider's key holds characters an HTTP header cannot carry",
                                 "store the key again with `fw resource write provider NAME --api-key-stdin`") from None
         except httpx.InvalidURL:
             raise self._failure(f"{self.url} is not a URL fw can send to", "check the provider's base_url") from None
 
-    def _try(self, request: HttpRequest, content: bytes, deadline: float, emit: OnEvent) -> Reply:
-        """One request and its answer, read whole before the deadline."""
+    async def _try(self, request: HttpRequest, content: bytes, deadline: float, emit: OnEvent) -> Reply:
+        """One request and its answer, read whole (the caller bounds it by the deadline)."""
         import httpx
 
-        exchange = _Exchange(self._request(request, content, deadline), deadline)
+        client = async_http_client("https" if request.url.startswith("https:") else "http")
         try:
+            response = await client.send(self._request(client, request, content, deadline), stream=True)
             try:
-                response = exchange.head()
                 status = response.status_code
                 if not 200 <= status < 300:
-                    self._refuse_status(status, response.headers, b"".join(exchange.body()))
-                reply = self._read_reply(exchange, response.headers.get("content-type", ""), emit)
-            except httpx.TimeoutException:
-                raise _Late() from None
-            except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as exc:
-                # The class name only: an exception's text may quote a request header.
-                raise _Retryable(f"the connection to {self.url} was dropped ({type(exc).__name__})",
-                                 "the model server closed the connection; try again, or check it is running", None) from None
-            except httpx.HTTPError as exc:
-                raise self._failure(f"could not reach {self.url}: {type(exc).__name__}",
-                                    "check the provider's base_url and the network") from None
-        finally:
-            exchange.abandon()
-        return reply
+                    self._refuse_status(status, response.headers, await response.aread())
+                return await self._read_reply(response, response.headers.get("content-type", ""), emit)
+            finally:
+                await response.aclose()
+        except httpx.TimeoutException:
+            raise _Late() from None
+        except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as exc:
+            # The class name only: an exception's text may quote a request header.
+            raise _Retryable(f"the connection to {self.url} was dropped ({type(exc).__name__})",
+                             "the model server closed the connection; try again, or check it is running", None) from None
+        except httpx.HTTPError as exc:
+            raise self._failure(f"could not reach {self.url}: {type(exc).__name__}",
+                                "check the provider's base_url and the network") from None
 
     def _refuse_status(self, status: int, headers: Any, body: bytes) -> None:
         message = f"{self.url} answered {status}: {self._snippet(body.decode('utf-8', 'replace'))}"
@@ -205,13 +148,13 @@ class ChatClient:
             raise _Retryable(message, _hint_for_status(status), status, retry_after(headers))
         raise self._failure(message, _hint_for_status(status), status)
 
-    def _read_reply(self, exchange: _Exchange, content_type: str, emit: OnEvent) -> Reply:
+    async def _read_reply(self, response: Any, content_type: str, emit: OnEvent) -> Reply:
         try:
             if content_type.split(";")[0].strip().lower() == _STREAMED:
                 on_text = (lambda text: emit({"type": "text", "text": text}))
-                reply = read_stream(exchange.body(), self.dialect.streamed_answer(on_text))
+                reply = await read_stream(response.aiter_bytes(), self.dialect.streamed_answer(on_text))
             else:
-                reply = self.dialect.reply_from_answer(_json(b"".join(exchange.body())))
+                reply = self.dialect.reply_from_answer(_json(await response.aread()))
         except ServerError as exc:
             raise self._failure(f"{self.url} answered with an error: {self._snippet(exc.detail)}",
                                 _hint_for_error_object(exc.error), 200) from None
@@ -264,10 +207,10 @@ def _json(data: bytes) -> Any:
         raise UnreadableAnswer("not JSON") from None
 
 
-def read_stream(body: Iterator[bytes], answer: StreamedAnswer) -> Reply:
+async def read_stream(body: AsyncIterator[bytes], answer: StreamedAnswer) -> Reply:
     """A streamed answer read as its bytes arrive, event by event, until the dialect says it is whole."""
     reader = SseReader()
-    for data in body:
+    async for data in body:
         for event in reader.feed(data):
             answer.add(event)
             if answer.done:

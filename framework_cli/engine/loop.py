@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -26,13 +26,13 @@ from ..runtime.documents import redact_document
 REFUSAL_CODES = frozenset({"denied", "run_ended", "lease_expired", "session_ended"})
 RUN_OVER = frozenset({"run_ended", "lease_expired"})  # a run that can act no more: its loop stops
 
-CallTool = Callable[[str, Any], dict[str, Any]]
+CallTool = Callable[[str, Any], Awaitable[dict[str, Any]]]
 OnEvent = Callable[[dict[str, Any]], None]
 
 
 class ChatModel(Protocol):
-    def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
-                 on_event: OnEvent | None = None) -> Reply: ...
+    async def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
+                       on_event: OnEvent | None = None) -> Reply: ...
 
 
 @dataclass
@@ -55,7 +55,7 @@ class LoopResult:
         }
 
 
-def run_loop(
+async def run_loop(
     client: ChatModel,
     *,
     system: str,
@@ -67,13 +67,14 @@ def run_loop(
     history: list[dict[str, Any]] | None = None,
 ) -> LoopResult:
     """Run the conversation to its end; `FwError` unavailable when the model fails.
-    `history` (chat messages) comes between the system message and `user`."""
+    `history` (chat messages) comes between the system message and `user`. Waiting for the
+    model, or for a tool, holds no thread of the caller's."""
     emit = on_event or (lambda event: None)
     conversation = [{"role": "system", "content": system}, *(history or []), {"role": "user", "content": user}]
     result = LoopResult("max_rounds", "", 0, messages=conversation)
     while max_rounds is None or result.rounds < max_rounds:
         emit({"type": "round", "n": result.rounds + 1})
-        reply = client.complete(result.messages, tools, emit)
+        reply = await client.complete(result.messages, tools, emit)
         result.rounds += 1
         result.answer = redact(reply.content or reply.refusal or "")  # a refusal's text is the answer
         result.finish_reason = reply.finish_reason
@@ -87,7 +88,7 @@ def run_loop(
             shown = without_lone_surrogates(redact(call.name))
             emit({"type": "tool_start", "id": call.id, "name": shown})
             started = time.monotonic()
-            record, content = answer_tool_call(call, call_tool)
+            record, content = await answer_tool_call(call, call_tool)
             result.tool_calls.append(record)
             result.messages.append({"role": "tool", "tool_call_id": call.id, "content": content})
             emit({"type": "tool_call", "id": call.id, **record, "seconds": round(time.monotonic() - started, 3)})
@@ -116,7 +117,7 @@ def assistant_message(reply: Reply) -> dict[str, Any]:
     return message
 
 
-def answer_tool_call(call: ToolCall, call_tool: CallTool) -> tuple[dict[str, Any], str]:
+async def answer_tool_call(call: ToolCall, call_tool: CallTool) -> tuple[dict[str, Any], str]:
     """Run one tool call through the caller's tool service: its record, and the text the model
     reads (the result document, or the error document when it was refused or failed).
     Arguments that are not a JSON object go to the service all the same, as they came: it
@@ -129,7 +130,7 @@ def answer_tool_call(call: ToolCall, call_tool: CallTool) -> tuple[dict[str, Any
         arguments, unreadable = _as_sent(call), exc
     try:
         # The service decides about every name, an unknown one too (it answers denied).
-        content = json.dumps(redact_document(call_tool(call.name, arguments)), ensure_ascii=False)
+        content = json.dumps(redact_document(await call_tool(call.name, arguments)), ensure_ascii=False)
     except FwError as exc:
         return _failed(name, unreadable if unreadable is not None and exc.code == "invalid" else exc)
     except Exception as exc:  # a bug in a tool must not end the run, nor show a traceback

@@ -161,13 +161,7 @@ class McpConnections:
         redacted. Several threads may call at once; each call is answered on its own. `watch`
         (a CallWatch) hears the call's progress in this thread, may cancel it, and may collect
         the bytes of its binary content."""
-        conn = self._connections.get(server)
-        if conn is None or self._supervisor is None:
-            why = self.unavailable.get(server, "it is not one of this run's MCP servers")
-            if self._supervisor is None:
-                why = "the run's MCP connections are closed"
-            raise FwError("unavailable", f"MCP server {server!r} is not available: {why}",
-                          check_hint(server), reason="mcp_server")
+        conn = self._checked(server)
         updates: queue.SimpleQueue[Any] = queue.SimpleQueue()
         why: dict[str, str] = {}  # why the caller gave the call up, for the server
         future = self._portal.start_task_soon(self._call, conn, tool, args, updates.put, why)
@@ -186,6 +180,45 @@ class McpConnections:
         if watch is not None and getattr(watch, "attachments", None) is not None:
             watch.attachments.extend(attachments)
         return doc
+
+    async def acall(self, server: str, tool: str, args: dict[str, Any], watch: Any = None) -> dict[str, Any]:
+        """`call` from an event loop (the engine's): the call runs in the connections' own loop
+        and is awaited, holding no thread; its progress reaches the watch on the caller's
+        loop; cancelling the awaiting task gives the call up (`notifications/cancelled`)."""
+        import asyncio
+
+        conn = self._checked(server)
+        loop = asyncio.get_running_loop()
+        why: dict[str, str] = {}
+
+        def report(item: Any) -> None:  # in the connections' loop: handed to the caller's
+            if watch is not None and watch.on_progress is not None:
+                loop.call_soon_threadsafe(watch.on_progress, item)
+
+        future = self._portal.start_task_soon(self._call, conn, tool, args, report, why)
+        try:  # shielded: the reason is told before the call is given up
+            doc, attachments = await asyncio.shield(asyncio.wrap_future(future))
+        except asyncio.CancelledError as stop:
+            why.setdefault("reason", str(stop.args[0]) if stop.args else "the run was stopped while the call was running")
+            future.cancel()
+            raise
+        except concurrent.futures.CancelledError:
+            raise FwError("interrupted", f"the call of {tool} on MCP server {server!r} was cancelled",
+                          "the caller gave it up; the server was sent notifications/cancelled") from None
+        if watch is not None and getattr(watch, "attachments", None) is not None:
+            watch.attachments.extend(attachments)
+        return doc
+
+    def _checked(self, server: str) -> Any:
+        """The connection of a server that may be called now; `unavailable` otherwise."""
+        conn = self._connections.get(server)
+        if conn is None or self._supervisor is None:
+            why = self.unavailable.get(server, "it is not one of this run's MCP servers")
+            if self._supervisor is None:
+                why = "the run's MCP connections are closed"
+            raise FwError("unavailable", f"MCP server {server!r} is not available: {why}",
+                          check_hint(server), reason="mcp_server")
+        return conn
 
     # -- inside the event loop -----------------------------------------------------------
     async def _supervise(self, *, task_status: Any) -> None:

@@ -288,6 +288,7 @@ class PluginProcess:
         self._link: _Link | None = None
         self._lock = threading.Lock()
         self._calls = 0
+        self._closed = False
 
     def call(self, tool: str, args: dict[str, Any]) -> dict[str, Any]:
         with self._lock:
@@ -338,6 +339,9 @@ class PluginProcess:
             link.stop()
             raise self._crashed(why) from None
         self._link = link
+        if self._closed:  # the run ended while the process started
+            self._drop(at_once=True)
+            raise self._crashed("the run ended while it started")
         return link
 
     def _crashed(self, why: str) -> FwError:
@@ -351,8 +355,12 @@ class PluginProcess:
             self._link = None
 
     def close(self) -> None:
-        with self._lock:
-            self._drop()
+        """Stop the process now, even while a call waits for it (in another thread: that call
+        then ends as `plugin_crashed`); a process started after this is stopped at once."""
+        self._closed = True
+        link, self._link = self._link, None
+        if link is not None:
+            link.stop()
 
 
 def result_document(plugin: str, tool: str, value: Any) -> dict[str, Any]:

@@ -220,16 +220,24 @@ def message_post(home: Home, session: str, author: str, text: str, *, hop: int =
 
 @dataclass(frozen=True)
 class Claim:
-    """A dispatcher's hold on a running turn or task: its id, the dispatcher, and which
-    claim of it this is (a turn taken back from a dead dispatcher is claimed anew)."""
+    """A dispatcher's hold on a running turn or task: its id, the dispatcher, which claim of it
+    this is (a turn taken back from a dead dispatcher is claimed anew), and the lane it holds
+    with its fence (a holder presumed dead finds the fence raised by the next)."""
 
     id: int
     owner: str
     attempts: int
+    lane: str | None = None
+    fence: int | None = None
 
     def where(self) -> tuple[str, tuple[Any, ...]]:
-        """The SQL condition (and its parameters) that the claim still holds."""
-        return "id = ? AND status = ? AND owner = ? AND attempts = ?", (self.id, RUNNING, self.owner, self.attempts)
+        """The SQL condition (and its parameters) that the claim still holds: checked by every
+        write of the work's results."""
+        where, params = "id = ? AND status = ? AND owner = ? AND attempts = ?", (self.id, RUNNING, self.owner, self.attempts)
+        if self.lane is None:
+            return where, params
+        return (f"{where} AND EXISTS (SELECT 1 FROM lanes WHERE lane = ? AND owner = ? AND fence = ?)",
+                (*params, self.lane, self.owner, self.fence))
 
 
 def _close_claimed_turn(store: StateStore, claim: Claim) -> None:

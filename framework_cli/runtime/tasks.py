@@ -201,6 +201,38 @@ def task_wait(home: Home, task_id: int, timeout_seconds: float = 60, by: str | N
             _waiting -= 1
 
 
+async def atask_wait(home: Home, task_id: int, timeout_seconds: float = 60, by: str | None = None, run_sync: Any = None) -> dict[str, Any]:
+    """`task_wait` for an event loop: each look at the task runs on `run_sync`, and the wait
+    between two looks holds no thread, so a run waiting for its child never keeps the
+    engine's threads from the child's own work."""
+    import asyncio
+
+    if isinstance(timeout_seconds, bool) or not isinstance(timeout_seconds, (int, float)) or not 0 <= timeout_seconds <= MAX_WAIT_SECONDS:
+        raise FwError("invalid", f"timeout_seconds is from 0 to {MAX_WAIT_SECONDS}", "e.g. 60")
+    run_sync = run_sync or asyncio.to_thread
+    deadline = time.monotonic() + timeout_seconds
+
+    def look() -> dict[str, Any]:
+        with store_for(home) as store:
+            return _task(store, task_id)
+
+    global _waiting
+    with _waiting_lock:
+        _waiting += 1  # an engine lends this run's place to other work while it waits (its child, say)
+    work.changed()
+    try:
+        while True:
+            row = await run_sync(look)
+            if by is not None and by not in (row["created_by"], row["principal"]):
+                raise FwError("denied", f"task {task_id} is neither yours nor assigned to you", "wait for the tasks you delegated")
+            if row["status"] in ENDED or time.monotonic() >= deadline:
+                return {"task": present(row)}
+            await asyncio.sleep(min(POLL_SECONDS, max(0.0, deadline - time.monotonic())))
+    finally:
+        with _waiting_lock:
+            _waiting -= 1
+
+
 def task_started(home: Home, claim: Claim, run_id: str) -> None:
     """Record the run working on a claimed task; a task cancelled (or taken back) meanwhile
     ends that run at once."""

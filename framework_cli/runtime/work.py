@@ -10,9 +10,11 @@ A counter makes the wait race-free: read `generation()` before looking for work,
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 _changed = threading.Condition()
 _generation = 0
+_listeners: list[Any] = []  # called (from any thread) when work changes: an engine's loop wakes
 
 
 def changed() -> None:
@@ -21,6 +23,23 @@ def changed() -> None:
     with _changed:
         _generation += 1
         _changed.notify_all()
+        listeners = list(_listeners)
+    for listener in listeners:
+        listener()
+
+
+def listen(listener: Any) -> Any:
+    """Call `listener()` whenever work changes (from the thread that changed it); returns what
+    stops it."""
+    with _changed:
+        _listeners.append(listener)
+
+    def stop() -> None:
+        with _changed:
+            if listener in _listeners:
+                _listeners.remove(listener)
+
+    return stop
 
 
 def generation() -> int:

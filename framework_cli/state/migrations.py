@@ -273,3 +273,40 @@ MIGRATIONS.append(
         ],
     )
 )
+
+# Lanes (framework_cli/runtime/lanes.py): one row a principal (its turns and tasks) and a
+# conversation (a bot's event runs in one group, or with one person), held by the process that
+# runs its work, for a lease it renews, with a fence number that each new holder raises. And the
+# events `fw bot serve` took, waiting for their run in the store (never dropped when the runs
+# in flight reach the bound), in the order they came, a conversation's one after another.
+MIGRATIONS.append(
+    (
+        "0009_lanes_and_bot_events",
+        [
+            """CREATE TABLE lanes (
+                lane TEXT PRIMARY KEY,
+                owner TEXT,
+                lease_until TEXT,
+                fence INTEGER NOT NULL DEFAULT 0
+            )""",
+            "CREATE INDEX lanes_by_owner ON lanes (owner)",
+            """CREATE TABLE bot_events (
+                id INTEGER PRIMARY KEY AUTOINCREMENT,
+                bot TEXT NOT NULL,
+                conversation TEXT NOT NULL,
+                principal TEXT NOT NULL,
+                event TEXT NOT NULL,
+                status TEXT NOT NULL,
+                received_at TEXT NOT NULL,
+                owner TEXT,
+                attempts INTEGER NOT NULL DEFAULT 0,
+                run_id TEXT,
+                error TEXT,
+                started_at TEXT,
+                ended_at TEXT
+            )""",
+            "CREATE INDEX bot_events_by_status ON bot_events (status, id)",
+            "CREATE INDEX bot_events_by_bot ON bot_events (bot, status, id)",
+        ],
+    )
+)

@@ -63,6 +63,9 @@ class StateStore:
     """One connection to `state.db`, migrated when opened. Not shared between threads:
     each thread (a dispatcher's worker) opens its own."""
 
+    engine = "sqlite"
+    skip_locked = ""  # how a query locks the row it reads, skipping one locked: SQLite's writers are one at a time
+
     def __init__(self, path: Path | str, busy_seconds: float | None = None) -> None:
         self.path = str(path)
         self.busy_seconds = BUSY_TIMEOUT_MS / 1000 if busy_seconds is None else busy_seconds

@@ -216,7 +216,9 @@ def _granted(home: Home, run: dict[str, Any], name: str, sources: Any, watch: Ca
     if isinstance(source, dict) and source.get("source") == "mcp":
         return Tool(name, f"mcp:{source['server']}", source.get("risk") or "write", source.get("description") or "",
                     source.get("input_schema") or {}, lambda h, c, a: _call_mcp(h, run, source, a, sources, watch),
-                    title=source.get("title"))
+                    title=source.get("title"),
+                    ahandler=(lambda h, c, a, run_sync: sources.acall_mcp(source["server"], source["tool"], a, watch, run_sync))
+                    if sources is not None else None)
     if isinstance(source, dict) and source.get("source") == "skill":
 
         return Tool(name, "skill", "read", source.get("description") or "", source.get("input_schema") or {},
@@ -383,6 +385,51 @@ def call_tool(home: Home, caller: Caller, name: str, args: Any, sources: Any = N
     door in the audit (`gateway`); with `assets`, the gateway's asset tools may be called too;
     `watch` follows the call while it runs (its progress, a cancel)."""
 
+    tool, caller = _checked_call(home, caller, name, args, sources, via, assets, watch)
+    try:
+        result = tool.handler(home, caller, args)
+    except BaseException as exc:
+        _audit_failure(home, caller, name, args, via, exc)
+        raise
+    audit.record(home, caller=caller.identity, run_id=caller.run_id, tool=name, params=args, outcome="ok", via=via)
+    return result
+
+
+async def acall_tool(home: Home, caller: Caller, name: str, args: Any, sources: Any = None, *, run_sync: Any = None,
+                     watch: CallWatch | None = None) -> dict[str, Any]:
+    """`call_tool` for an event loop (the engine's): the checks, the audit and a blocking tool
+    run on `run_sync` (the engine's threads; `asyncio.to_thread` by default); a tool that can
+    wait without a thread (an MCP call, task_wait) is awaited on the loop."""
+    import asyncio
+
+    run_sync = run_sync or asyncio.to_thread
+    tool, caller = await run_sync(_checked_call, home, caller, name, args, sources, None, False, watch)
+    try:
+        if tool.ahandler is not None:
+            result = await tool.ahandler(home, caller, args, run_sync)
+        else:
+            result = await run_sync(tool.handler, home, caller, args)
+    except BaseException as exc:
+        await run_sync(_audit_failure, home, caller, name, args, None, exc)
+        raise
+    await run_sync(lambda: audit.record(home, caller=caller.identity, run_id=caller.run_id, tool=name, params=args, outcome="ok"))
+    return result
+
+
+def _audit_failure(home: Home, caller: Caller, name: str, args: Any, via: str | None, exc: BaseException) -> None:
+    if isinstance(exc, FwError):
+        outcome = "refused" if exc.code in REFUSALS else "error"
+        audit.record(home, caller=caller.identity, run_id=caller.run_id, tool=name, params=args, outcome=outcome,
+                     error_code=exc.code, via=via)
+    elif isinstance(exc, Exception):
+        audit.record(home, caller=caller.identity, run_id=caller.run_id, tool=name, params=args, outcome="error",
+                     error_code="internal", via=via)
+
+
+def _checked_call(home: Home, caller: Caller, name: str, args: Any, sources: Any, via: str | None, assets: bool,
+                  watch: CallWatch | None) -> tuple[Tool, Caller]:
+    """The tool a call may run, and the caller as the audit names it; a refusal is audited
+    here, and raised."""
     run_id = caller.run_id
     try:
         if caller.is_manager:
@@ -418,13 +465,7 @@ def call_tool(home: Home, caller: Caller, name: str, args: Any, sources: Any = N
         except FwError as exc:  # name the caller's own listing, which a bare `fw tool list` is not
             exc.hint = exc.hint.replace("`fw tool list`", f"`{tool_list_command(caller)}`")
             raise
-        result = tool.handler(home, caller, args)
-    except FwError as exc:
-        outcome = "refused" if exc.code in REFUSALS else "error"
-        audit.record(home, caller=caller.identity, run_id=run_id, tool=name, params=args, outcome=outcome, error_code=exc.code, via=via)
+    except BaseException as exc:
+        _audit_failure(home, caller, name, args, via, exc)
         raise
-    except Exception:
-        audit.record(home, caller=caller.identity, run_id=run_id, tool=name, params=args, outcome="error", error_code="internal", via=via)
-        raise
-    audit.record(home, caller=caller.identity, run_id=run_id, tool=name, params=args, outcome="ok", via=via)
-    return result
+    return tool, caller

@@ -136,7 +136,19 @@ class RunSources:
         """Call one MCP tool: its result cut for the model (`truncated`); a result the server
         marks `isError` is `unavailable` (reason `mcp_tool`) with the server's text. `watch` (a
         CallWatch) hears its progress, may cancel it, and may take its binary content's bytes."""
-        doc = capped(self._connection(server).call(server, tool, args, watch))
+        return self._checked_result(server, tool, self._connection(server).call(server, tool, args, watch))
+
+    async def acall_mcp(self, server: str, tool: str, args: dict[str, Any], watch: Any = None,
+                        run_sync: Any = None) -> dict[str, Any]:
+        """`call_mcp` from an event loop: the server is started (if it is not yet) by `run_sync`
+        (the engine's threads), and the call awaited without holding a thread."""
+        import asyncio
+
+        connection = await (run_sync or asyncio.to_thread)(self._connection, server)
+        return self._checked_result(server, tool, await connection.acall(server, tool, args, watch))
+
+    def _checked_result(self, server: str, tool: str, result: dict[str, Any]) -> dict[str, Any]:
+        doc = capped(result)
         if doc["is_error"]:
             text = " ".join(item for item in doc["content"] if isinstance(item, str)).strip() or "no message"
             raise FwError("unavailable", f"MCP tool {tool!r} of server {server!r} failed: {text}",

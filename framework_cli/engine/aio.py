@@ -1,0 +1,108 @@
+"""The event loop of the engine, and the threads it lends blocking work.
+
+Turns, tasks and event runs run as tasks of one event loop a process: a run waiting for its
+model (or an MCP server's answer, or a child task) holds no thread. Work that blocks (YAML,
+SQLite, a file, a program) goes through `Threads`, a pool of the engine's own: a pool that a
+one-run command does not wait for when it is interrupted (the programs it runs are stopped by
+the command line's boundary), unlike asyncio's default one.
+
+`run_front(work)` runs one coroutine on a new loop for a command that drives one run (`fw agent
+run`, `fw event handle`); the serving commands keep a loop of their own for as long as they serve.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+from ..http_client import close_async_clients
+
+T = TypeVar("T")
+FRONT_THREADS = 8  # for one run's blocking work
+ENGINE_THREADS = 32  # for a serving engine's: its runs' starts, tool calls and store work
+INTERRUPTED = "fw was interrupted while the call was running"  # what a cancelled call tells its server
+
+
+class Threads:
+    """The engine's threads: `await threads(fn, *args)` runs `fn` on one of them."""
+
+    def __init__(self, size: int = ENGINE_THREADS, name: str = "fw-engine") -> None:
+        self.pool = ThreadPoolExecutor(size, thread_name_prefix=name)
+
+    async def __call__(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self.pool, functools.partial(fn, *args, **kwargs))
+
+    def close(self, wait: bool = False) -> None:
+        self.pool.shutdown(wait=wait, cancel_futures=True)
+
+
+def run_front(work: Callable[[Threads], Awaitable[T]], threads: int = FRONT_THREADS) -> T:
+    """Run `work(threads)` on a new event loop until it returns. Ctrl-C or SIGTERM cancels it
+    (its `finally` blocks run: the run is ended, its MCP servers closed), then comes through as
+    KeyboardInterrupt. The loop's HTTP clients are closed at the end."""
+    return run_loop(lambda pool, stopped: work(pool), threads)[0]
+
+
+def run_loop(work: Callable[[Threads, asyncio.Event], Awaitable[T]], threads: int = FRONT_THREADS,
+             on_stop: Callable[[asyncio.Task[Any]], None] | None = None) -> tuple[T, bool]:
+    """Run `work(threads, stopped)` on a new event loop until it returns: (its result, whether
+    a signal stopped it). Ctrl-C or SIGTERM sets `stopped` and calls `on_stop(task)` (a serving
+    engine stops gently, then returns); without `on_stop` the work is cancelled, and
+    KeyboardInterrupt comes through once it has unwound."""
+    pool = Threads(threads)
+    signalled = False
+
+    async def main() -> T:
+        nonlocal signalled
+        loop = asyncio.get_running_loop()
+        task = asyncio.current_task()
+        assert task is not None
+        stopped = asyncio.Event()
+
+        def stop() -> None:
+            nonlocal signalled
+            signalled = True
+            stopped.set()
+            (on_stop or (lambda t: t.cancel(INTERRUPTED)))(task)
+
+        restore = _take_signals(loop, stop)
+        try:
+            return await work(pool, stopped)
+        finally:
+            restore()
+            await close_async_clients()
+
+    try:
+        result = asyncio.run(main())
+    except asyncio.CancelledError:
+        if signalled:
+            raise KeyboardInterrupt from None
+        raise
+    finally:
+        pool.close(wait=False)
+    return result, signalled
+
+
+def _take_signals(loop: asyncio.AbstractEventLoop, stop: Callable[[], None]) -> Callable[[], None]:
+    """Ctrl-C and SIGTERM call `stop` on the loop, while it runs; what puts the handlers back.
+    Only the main thread may take signals (a test running a command in a thread keeps them)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    numbers = (signal.SIGINT, signal.SIGTERM)
+    previous = {number: signal.getsignal(number) for number in numbers}
+    for number in numbers:
+        loop.add_signal_handler(number, stop)
+
+    def restore() -> None:
+        for number in numbers:
+            loop.remove_signal_handler(number)
+            signal.signal(number, previous[number])
+
+    return restore
