@@ -101,6 +101,18 @@ def fw_proc(*args: str, input: str | None = None, home: Path | None = None, time
     return Result(proc.returncode, proc.stdout, proc.stderr)
 
 
+def state_rows(home: Path, sql: str, params: tuple = ()) -> list[dict]:
+    """Rows of the home's state.db, read-only (what a test checks that the product wrote)."""
+    import sqlite3
+
+    db = sqlite3.connect(f"file:{home / 'state.db'}?mode=ro", uri=True)
+    db.row_factory = sqlite3.Row
+    try:
+        return [dict(row) for row in db.execute(sql, params)]
+    finally:
+        db.close()
+
+
 def snapshot(home: Path) -> dict[str, tuple[bytes, int, int]]:
     """Every file of the home with its bytes, mode and mtime, except fw's own cache and lock."""
     out = {}

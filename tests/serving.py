@@ -22,7 +22,8 @@ class Served:
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.lines: queue.Queue = queue.Queue()
         self.seen: list[dict] = []
-        threading.Thread(target=self._read, daemon=True).start()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
 
     def _read(self):
         pending = ""
@@ -63,13 +64,16 @@ class Served:
                 self.seen.append(record)
 
     def stop(self):
+        """SIGINT, then every line it printed up to its exit (read by the reader thread alone:
+        `communicate` would take some of them), and its standard error."""
         self.proc.send_signal(signal.SIGINT)
         try:
-            _, err = self.proc.communicate(timeout=30)
+            self.proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
             self.proc.kill()
             raise
-        time.sleep(0.2)
+        err = self.proc.stderr.read()
+        self._reader.join(10)
         self.drain()
         return self.proc.returncode, err
 

@@ -18,7 +18,7 @@ def test_binding_defaults(home):
     fwj("principal", "create", "bot", "--kind", "agent")
     doc = fwj("binding", "set", "bot", "--agent", "a1")
     assert doc["enabled"] is True
-    assert doc["binding"] == {"principal": "bot", "agent": "a1", "enabled": True, "directory": str(home), "max_rounds": None, "policy": "mentioned"}
+    assert doc["binding"] == {"principal": "bot", "agent": "a1", "enabled": True, "directory": str(home), "max_rounds": None, "policy": "mentioned", "max_queue": 100}
     assert doc["next_step"]["command"] == "fw run start --principal bot"
     assert fwj("binding", "list")["bindings"] == [doc["binding"]]
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import CANARY, fw, fw_bin, fwj, snapshot
+from conftest import CANARY, fw, fw_bin, fwj, snapshot, state_rows
 from fakes.chat_server import ChatServer
 from fakes.onebot_server import SELF_ID, OneBotServer, failed, group_message, heartbeat, lifecycle, ok, signed
 from serving import Served
@@ -290,12 +290,14 @@ def test_ctrl_c_ends_the_runs_in_progress_and_leaves_nothing_running(home, tmp_p
                 code, err = serve.stop()
     assert code == 130 and "Traceback" not in err, err
     assert [r for r in serve.seen if r.get("type") == "not-json"] == []
-    assert serve.seen[-1]["error"]["code"] == "interrupted"  # the last line: why it stopped
+    assert serve.seen[-1].get("error", {}).get("code") == "interrupted"  # the last line: why it stopped
     time.sleep(0.5)
     assert leftovers(marker_exec) == [] and leftovers(marker_mcp) == []
     runs = fwj("run", "list")["runs"]
     assert [r["status"] for r in runs] == ["ended"]
-    assert [{k: r[k] for k in ("ended_runs", "dropped")} for r in serve.seen if r.get("type") == "stopped"] == [{"ended_runs": 1, "dropped": 2}]
+    # one group is one conversation: one ran, two waited, and still wait for the next server
+    assert [{k: r[k] for k in ("ended_runs", "waiting")} for r in serve.seen if r.get("type") == "stopped"] == [{"ended_runs": 1, "waiting": 2}]
+    assert [e["status"] for e in state_rows(home, "SELECT status FROM bot_events ORDER BY id")] == ["cancelled", "pending", "pending"]
 
 
 def test_serve_refuses_a_local_bot_a_bad_listen_and_a_port_in_use(home):
@@ -305,7 +307,7 @@ def test_serve_refuses_a_local_bot_a_bad_listen_and_a_port_in_use(home):
     for args, code, words in [
         (["desk"], 4, "for onebot bots"),
         (["qq", "--listen", "nowhere"], 4, "HOST:PORT"),
-        (["qq", "--workers", "0"], 4, "workers"),
+        (["qq", "--workers", "0"], 4, "concurrency"),
     ]:
         r = fw("bot", "serve", *args, "--json")
         assert r.exit_code == code and words in r.json["error"]["message"], (args, r)

@@ -23,7 +23,7 @@ PrincipalArg = Annotated[str, typer.Argument(help="The principal (identity) of t
 def list_(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     """List bindings."""
     doc = binding_list(home_of(ctx))
-    columns = ["principal", "agent", "enabled", "directory", "max_rounds", "policy"]
+    columns = ["principal", "agent", "enabled", "directory", "max_rounds", "policy", "max_queue"]
     emit(doc, as_json, lambda c: table(c, "bindings", columns, [[b.get(k, "CORRUPT" if k == "agent" else None) for k in columns] for b in doc["bindings"]], "No bindings yet. Bind one with `fw binding set PRINCIPAL --agent AGENT`."))
 
 
@@ -50,6 +50,7 @@ def set_(
     directory: Annotated[Optional[str], typer.Option("--directory", help="Working directory (default: the home).")] = None,
     max_rounds: Annotated[Optional[int], typer.Option("--max-rounds", help="Model-call rounds per task (default: unlimited).")] = None,
     policy: Annotated[Optional[str], typer.Option("--policy", help="mentioned (default): a session message, or a bot's group message, starts a turn only when it mentions the principal (@name) or the bot (an @ of it, or a reply to its message); all: every message does.")] = None,
+    max_queue: Annotated[Optional[int], typer.Option("--max-queue", metavar="N", help="How much waiting work (turns, tasks, bot events) is normal for it (default 100); `fw status` flags more. Nothing is ever dropped.")] = None,
     dry_run: DryRunOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
@@ -58,7 +59,7 @@ def set_(
     that serves a bot answers a group message only when the bot is addressed (a private
     message always); give --policy all for a bot that answers every group message."""
     home = home_of(ctx)
-    doc = maybe_dry(home, dry_run, lambda: agent_bind(home, principal, agent, directory, max_rounds, policy))
+    doc = maybe_dry(home, dry_run, lambda: agent_bind(home, principal, agent, directory, max_rounds, policy, max_queue))
     emit(doc, as_json, lambda c: render_dry_run(c, doc) if dry_run else _render(c, doc))
 
 

@@ -144,18 +144,20 @@ def serve(
     names: Annotated[Optional[list[str]], typer.Argument(metavar="BOT...", help="The onebot bots to serve on one listener.", show_default=False, autocompletion=complete_bot)] = None,
     all_: Annotated[bool, typer.Option("--all", help="Serve every onebot bot of the home.")] = False,
     listen: Annotated[str, typer.Option("--listen", metavar="HOST:PORT", help="Where to listen (port 0: a free one). Loopback unless told otherwise.")] = "127.0.0.1:8080",
-    concurrency: Annotated[int, typer.Option("--concurrency", "--workers", metavar="N", help="Events handled at once; the others wait their turn (--workers is its old name).")] = 4,
+    concurrency: Annotated[int, typer.Option("--concurrency", "--workers", metavar="N", help="Event runs in flight at once (waiting for a model holds no thread); the others wait in state.db, in order, one at a time per group or private chat (--workers is its old name).")] = 256,
     max_body: Annotated[Optional[int], typer.Option("--max-body", metavar="BYTES", help="The largest report accepted (default 1 MiB); larger ones get 413, unread.")] = None,
     max_connections: Annotated[Optional[int], typer.Option("--max-connections", metavar="N", help="Connections open at once (default 512); more are closed at once.")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Serve onebot bots: HTTP reports at / and the reverse WebSocket at /onebot/v11/ws, one
     listener for all of them (a report is told apart by its X-Self-ID or its signature, a
-    socket by its access token). Each event is handled as `fw event handle` does, in the
-    background; the implementation is answered at once. One line, with its time, for each
-    thing that happens (a JSON object a line with --json). A bot with a url and no secret takes
-    reports only on a loopback address. Ctrl-C or SIGTERM stops it: runs in progress are
-    ended and their processes stopped (exit 130); with none in flight it exits 0."""
+    socket by its access token). An event the bot's principal takes is queued in state.db and
+    the implementation answered at once; the event runs as `fw event handle` does, one at a
+    time per conversation (a group, a private chat), many conversations side by side. One
+    line, with its time, for each thing that happens (a JSON object a line with --json). A bot
+    with a url and no secret takes reports only on a loopback address. Ctrl-C or SIGTERM stops
+    it: runs in progress are ended and their processes stopped (exit 130); with none in flight
+    it exits 0. Events still waiting are run by the next server of the bot, within 10 minutes."""
     import json
     import threading
 
@@ -203,7 +205,8 @@ def _listening_words(r: dict[str, Any]) -> str:
         token = "its access token" if b["token"] else "no token yet: add one, the socket needs it"
         doors.append(f"{b['bot']}: WebSocket client with URL {r['websocket']} and {token}")
     wide = "" if r["loopback"] else " Listening beyond loopback: every report must be signed."
-    return f"fw bot serve {names}: listening on {r['http']}. In NapCat, add {'; '.join(doors)}.{wide} Ctrl-C stops."
+    left = f" {r['waiting']} event(s) left waiting by an earlier server run first." if r.get("waiting") else ""
+    return f"fw bot serve {names}: listening on {r['http']}. In NapCat, add {'; '.join(doors)}.{wide}{left} Ctrl-C stops."
 
 
 def serve_line(r: dict[str, Any]) -> str:
@@ -222,8 +225,11 @@ def serve_line(r: dict[str, Any]) -> str:
             return f"{bot}failed: {r.get('why')}"
         run = f" (run {r['run_id']})" if r.get("run_id") else ""
         return f"{bot}{_event_words(r['event'])}: failed{run}: {r['error']['code']}: {r['error']['message']}"
-    if kind == "dropped":
-        return f"{bot}{_event_words(r['event'])}: dropped: {r['why']}"
+    if kind == "queue_over":
+        return (f"{bot}principal {r['principal']} has {r['waiting']} events waiting, more than its max_queue {r['max_queue']}: "
+                "nothing is dropped; see `fw status`")
+    if kind == "queue_normal":
+        return f"{bot}principal {r['principal']} is back to {r['waiting']} events waiting (max_queue {r['max_queue']})"
     if kind == "duplicate":
         return f"{bot}{_event_words(r['event'])}: a repeat of a report already handled ({r['key']}): skipped"
     if kind == "refused":
@@ -242,9 +248,9 @@ def serve_line(r: dict[str, Any]) -> str:
     if kind == "busy":
         return f"{bot}answered 503: {r['why']}"
     if kind == "stopped":
-        if not r["ended_runs"] and not r["dropped"]:
-            return "stopped."
-        return f"stopped: ended {r['ended_runs']} run(s) in progress, dropped {r['dropped']} waiting event(s)"
+        ended = f"ended {r['ended_runs']} run(s) in progress" if r["ended_runs"] else ""
+        waiting = f"{r['waiting']} event(s) wait for the next server of the bot (run if it starts within 10 minutes)" if r["waiting"] else ""
+        return "stopped" + (": " + "; ".join(p for p in (ended, waiting) if p) if ended or waiting else ".")
     return f"{bot}ignored: {r.get('why', kind)}"
 
 

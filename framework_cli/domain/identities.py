@@ -14,6 +14,7 @@ from .projection import Snapshot, mount_notes
 
 PRINCIPALS = "principals"
 BINDINGS = "bindings"
+DEFAULT_MAX_QUEUE = 100  # waiting work of a principal counted as normal
 
 
 def _load_yaml_dir(home: Home, folder: str, kind: str) -> list[tuple[str, dict[str, Any] | None, str]]:
@@ -120,6 +121,7 @@ def _present_binding(home: Home, principal: str, data: dict[str, Any]) -> dict[s
         "directory": data.get("directory") or str(home.root),
         "max_rounds": data.get("max_rounds"),
         "policy": data["policy"],
+        "max_queue": data.get("max_queue", DEFAULT_MAX_QUEUE),
     }
 
 
@@ -271,9 +273,11 @@ def agent_bind(
     directory: str | None = None,
     max_rounds: int | None = None,
     policy: str | None = None,
+    max_queue: int | None = None,
 ) -> dict[str, Any]:
     """Create or update a binding. A new one is enabled (directory: the home, rounds:
-    unlimited, policy: mentioned); an update changes only what is given, never `enabled`."""
+    unlimited, policy: mentioned, max_queue: 100); an update changes only what is given,
+    never `enabled`."""
 
     check_name(principal, "principal name")
     check_name(agent, "agent reference")
@@ -297,7 +301,7 @@ def agent_bind(
         patch: dict[str, Any] = {"agent": agent}
         if _binding_record(home, principal) is None:
             patch.update(enabled=True, policy="mentioned")
-        for key, value in (("directory", directory), ("max_rounds", max_rounds), ("policy", policy)):
+        for key, value in (("directory", directory), ("max_rounds", max_rounds), ("policy", policy), ("max_queue", max_queue)):
             if value is not None:
                 patch[key] = value
         binding = _present_binding(home, principal, edit_record(home, "binding", f"{BINDINGS}/{principal}.yaml", patch))

@@ -137,17 +137,17 @@ class Engine:
         work back or cancel it; wait for the tasks to unwind."""
         self._stopping = True
         items = dict(self.running)
+        run_ids = {task: self.runs.get((item.kind, item.id)) for task, item in items.items()}
         for task, item in items.items():
-            run_id = self.runs.get((item.kind, item.id))
-            if run_id is not None:
+            if run_ids[task] is not None:
                 self.ended_runs += 1
-                await self.threads(_end_run, self.root, run_id)
+                await self.threads(_end_run, self.root, run_ids[task])
             task.cancel()
         if items:
             await asyncio.wait(list(items), timeout=10)
-        for item in items.values():
+        for task, item in items.items():
             source = self._source(item.kind)
-            await self.threads(self._with_store, source.stopped, self.owner, item, self.runs.get((item.kind, item.id)))
+            await self.threads(self._with_store, source.stopped, self.owner, item, run_ids[task])
         await self.threads(self._unregister)
 
     def _source(self, kind: str) -> WorkSource:

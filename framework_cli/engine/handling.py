@@ -19,7 +19,8 @@ from ..home.store import Home
 from ..platform.bots import adapter_of, bot_self_id, local_platform
 from ..platform.events import describe_event, mentions_bot, validate_event
 from ..tools.service import open_run
-from .agent_run import agent_run
+from .agent_run import arun_agent
+from .aio import run_front
 from .external import GatewayStarter
 
 NOT_SELECTED = "event_not_selected"
@@ -108,6 +109,15 @@ def handle_ingested(home: Home, bot_name: str, bot: dict[str, Any], event: dict[
     return _run_loop(home, bot["principal"], event, context, on_event, gateway)
 
 
+def taken(home: Home, bot_name: str, bot: dict[str, Any], event: dict[str, Any]) -> str | None:
+    """Whether the bot's principal takes an event its server received: None, or the reason it
+    does not (as `refusal`). An event that holds a stored secret value is `invalid`: it is
+    kept nowhere."""
+    secrets.refuse(home, {"event": event})
+    adapter_of(home, bot_name, bot).ingest(event)
+    return refusal(home, bot_name, bot["principal"], event, bot)
+
+
 def refusal(home: Home, bot_name: str, principal: str, event: dict[str, Any], bot: dict[str, Any] | None = None) -> str | None:
     """Why the principal's binding does not take this event, or None: the agent does not
     select its type; it is a group message that does not mention the bot and the binding's
@@ -131,7 +141,13 @@ def refusal(home: Home, bot_name: str, principal: str, event: dict[str, Any], bo
 
 def _run_loop(home: Home, principal: str, event: dict[str, Any], context: dict[str, Any], on_event: Any,
               gateway: GatewayStarter | None = None) -> dict[str, Any]:
+    return run_front(lambda threads: arun_event(home, principal, event, context, on_event, gateway, threads))
 
+
+async def arun_event(home: Home, principal: str, event: dict[str, Any], context: dict[str, Any], on_event: Any = None,
+                     gateway: GatewayStarter | None = None, run_sync: Any = None) -> dict[str, Any]:
+    """Run the principal's agent on an event it takes (`context`: the bot and the event):
+    `{"handled": true, "run", "result"}`. Waiting for its model holds no thread."""
     started: dict[str, Any] = {}
 
     def relay(progress: dict[str, Any]) -> None:
@@ -140,6 +156,7 @@ def _run_loop(home: Home, principal: str, event: dict[str, Any], context: dict[s
         if on_event is not None:
             on_event(progress)
 
-    result = agent_run(home, describe_event(event), principal=principal, context=context, on_event=relay, gateway=gateway)
+    result = await arun_agent(home, describe_event(event), principal=principal, context=context, on_event=relay, gateway=gateway,
+                              run_sync=run_sync)
     outcome = {key: result[key] for key in ("status", "answer", "rounds", "tool_calls")}
     return {"handled": True, "run": started["run"], "result": outcome}

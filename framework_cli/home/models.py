@@ -256,6 +256,7 @@ class Binding(Strict):
     directory: str | None = None
     max_rounds: int | None = Field(None, ge=1)
     policy: Literal["mentioned", "all"] = "mentioned"
+    max_queue: int = Field(100, ge=1, le=1_000_000)  # waiting work counted as normal (`fw status` flags more)
 
 
 class Bot(Strict):

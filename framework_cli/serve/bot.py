@@ -15,7 +15,10 @@ Lagrange, LLOneBot, go-cqhttp), both of OneBot v11's ways in at once:
   url sends its actions back on the socket and reads the answers here, matched by echo.
 
 Store work (de-duplication, heartbeats, the socket's state) runs off the event loop, each piece
-bounded: a report that cannot be stored in time gets 503, and the door goes on answering. Meta
+bounded: a report that cannot be stored in time gets 503, and the door goes on answering. An
+event the bot's principal takes is queued in `state.db` in the transaction that de-duplicates it
+(runtime/bot_events.py); the server's engine, on the same event loop, runs the queue
+(engine/events.py): at most `--concurrency` runs at once, one at a time per conversation. Meta
 events keep each bot's heartbeat and online state; a bot whose heartbeats stop for three
 intervals is offline, and the server says so. What happens is told to `on_record` as small
 documents (the CLI prints them, each with its time).
@@ -25,7 +28,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import threading
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -34,12 +36,18 @@ from datetime import datetime, timezone
 from typing import Any
 
 from ..domain.bots import bot_names, load_bot
-from ..engine.event_workers import EventWorkers
-from ..engine.handling import handle_event
+from ..domain.identities import DEFAULT_MAX_QUEUE, get_binding
+from ..engine.aio import Threads
+from ..engine.engine import Engine
+from ..engine.events import BotEvents
+from ..engine.handling import taken
 from ..errors import FwError
+from ..home.secrets import redact
 from ..home.store import Home
 from ..platform.adapters import onebot
 from ..platform.adapters.onebot_reports import Report, read_report
+from ..runtime import bot_events, work
+from ..runtime.processes import stop_descendants
 from ..state.store import StateStore, now_iso
 from .gateway import run_gateway
 from .http import DoorLimits, RefusalLog, bind, is_loopback, parse_json, parse_listen, serve, url_host
@@ -108,17 +116,18 @@ def plan_bots(home: Home, names: list[str], host: str) -> tuple[list[ServedBot],
 
 
 class BotDoor:
-    """The state the app's endpoints share: the bots, their workers, the store's threads."""
+    """The state the app's endpoints share: the bots, their engine, the store's threads."""
 
-    def __init__(self, home: Home, bots: list[ServedBot], workers: EventWorkers, on_record: OnRecord, limits: DoorLimits) -> None:
+    def __init__(self, home: Home, bots: list[ServedBot], engine: Engine, on_record: OnRecord, limits: DoorLimits) -> None:
         self.home = home
         self.bots = bots
-        self.workers = workers
+        self.engine = engine
         self.say = on_record
         self.limits = limits
         self._store = ThreadPoolExecutor(STORE_THREADS, thread_name_prefix="fw-bot-store")
         self._stores = threading.local()  # each store thread keeps its connection: opening one costs more than a report
         self._background: set[asyncio.Future[Any]] = set()
+        self._over: set[str] = set()  # principals flagged for more waiting events than their max_queue
 
     def close(self) -> None:
         self._store.shutdown(wait=False, cancel_futures=True)
@@ -156,14 +165,22 @@ class BotDoor:
         """Read, de-duplicate and hand on one report of `bot`; False when it could not be
         stored in time (the HTTP door answers 503)."""
 
+        decision: dict[str, Any] = {}
+
         def read_and_note(store: StateStore) -> tuple[Report, bool]:
             report = read_report(data, bot.self_id, onebot.said_by_bot(store, bot.name))
             if report.kind != "event":
                 return report, False
+            decision.update(self._decide(bot, report.event))  # type: ignore[arg-type]
             with store.transaction():
                 fresh = report.key is None or onebot.first_sight(store, bot.name, report.key)
                 if fresh:
                     onebot.record_status(store, bot.name, last_event_at=now_iso(), self_id=bot.self_id or report.self_id)
+                    if "principal" in decision:
+                        bot_events.enqueue(store, bot.name, decision["principal"], report.event)  # type: ignore[arg-type]
+            if fresh and "principal" in decision:
+                decision["waiting"] = bot_events.waiting_of(store, decision["principal"])
+                work.changed()  # the engine looks at once
             return report, fresh
 
         try:
@@ -185,9 +202,40 @@ class BotDoor:
             self.say({"type": "ignored", "bot": bot.name, "why": report.note})
         elif not fresh:
             self.say({"type": "duplicate", "bot": bot.name, "key": report.key, "event": report.event})
-        elif not self.workers.submit(report.event, bot.name):  # type: ignore[arg-type]
-            self.say({"type": "dropped", "bot": bot.name, "event": report.event, "why": "the server is stopping, or too many events are waiting"})
+        elif "error" in decision:
+            self.say({"type": "failed", "bot": bot.name, "event": report.event, "error": decision["error"]})
+        elif "reason" in decision:
+            self.say({"type": "handled", "bot": bot.name, "event": report.event, "handled": False, "reason": decision["reason"]})
+        else:
+            self._flag(bot, decision)
         return True
+
+    def _decide(self, bot: ServedBot, event: dict[str, Any]) -> dict[str, Any]:
+        """Whether the bot's principal takes the event: `{"principal", "max_queue"}`, `{"reason"}`
+        (it does not), or `{"error"}` (it cannot be kept: a stored secret in it, no binding)."""
+        home = getattr(self._stores, "home", None)
+        if home is None:
+            home = self._stores.home = Home(self.home.root)
+        try:
+            config = load_bot(home, bot.name)
+            reason = taken(home, bot.name, config, event)
+            if reason is not None:
+                return {"reason": reason}
+            binding = get_binding(home, config["principal"]) or {}
+        except FwError as exc:
+            return {"error": {"code": exc.code, "message": redact(exc.message), "hint": redact(exc.hint)}}
+        return {"principal": config["principal"], "max_queue": binding.get("max_queue", DEFAULT_MAX_QUEUE)}
+
+    def _flag(self, bot: ServedBot, decision: dict[str, Any]) -> None:
+        """Say once when a principal has more events waiting than its binding's max_queue
+        (nothing is dropped), and once when it is back under."""
+        principal, waiting, limit = decision["principal"], decision.get("waiting", 0), decision["max_queue"]
+        if waiting > limit and principal not in self._over:
+            self._over.add(principal)
+            self.say({"type": "queue_over", "bot": bot.name, "principal": principal, "waiting": waiting, "max_queue": limit})
+        elif waiting <= limit and principal in self._over:
+            self._over.discard(principal)
+            self.say({"type": "queue_normal", "bot": bot.name, "principal": principal, "waiting": waiting, "max_queue": limit})
 
     async def _meta(self, bot: ServedBot, report: Report, link: onebot.SocketLink | None) -> None:
         if link is not None and report.online is not None:
@@ -409,19 +457,46 @@ def build_app(door: BotDoor) -> Any:
     @contextlib.asynccontextmanager
     async def lifespan(app: Any) -> AsyncIterator[None]:
         fresh = asyncio.ensure_future(door.keep_fresh())
+        engine = asyncio.ensure_future(door.engine.serve())
         try:
             yield
         finally:
-            fresh.cancel()  # the workers are stopped once uvicorn has returned (serve_bots)
+            fresh.cancel()
+            if not engine.done():
+                await door.engine.stop()  # the runs in flight are ended; waiting events stay queued
+                engine.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await engine
 
     routes = [Route("/", door.report, methods=["POST"]), WebSocketRoute(onebot.WEBSOCKET_PATH, door.socket)]
     return Starlette(routes=routes, lifespan=lifespan)
 
 
-def stop_workers(door: BotDoor) -> dict[str, int]:
-    stopped = door.workers.stop()
+def event_record(event: dict[str, Any]) -> dict[str, Any] | None:
+    """What the server says of an event run that ended (the engine's `ended`)."""
+    if event.get("type") != "ended" or event.get("kind") != "event":
+        return None
+    base = {"bot": event.get("bot"), "event": event.get("event")}
+    status = event["status"]
+    if status == "done":
+        return {"type": "handled", **base, "handled": True, "run_id": event.get("run_id"), "status": event.get("run_status"),
+                "tool_calls": event.get("tool_calls", [])}
+    if status == bot_events.REFUSED:
+        return {"type": "handled", **base, "handled": False, "reason": event.get("reason")}
+    error = event.get("error")
+    if not isinstance(error, dict):
+        code, _, message = str(error or status).partition(": ")
+        error = {"code": code if message else status, "message": message or code, "hint": ""}
+    return {"type": "failed", **base, "error": error, **({"run_id": event["run_id"]} if event.get("run_id") else {})}
+
+
+def stopped_record(home: Home, door: BotDoor) -> dict[str, Any]:
     door.close()
-    door.say({"type": "stopped", **stopped})
+    waiting = 0
+    with contextlib.suppress(FwError), StateStore.open(home) as store:
+        waiting = bot_events.waiting(store, [b.name for b in door.bots])
+    stopped = {"type": "stopped", "ended_runs": door.engine.ended_runs, "waiting": waiting}
+    door.say(stopped)
     return stopped
 
 
@@ -444,28 +519,42 @@ def serve_bots(home: Home, names: list[str], listen: str, concurrency: int, on_r
     host, port = parse_listen(listen)
     bots, notes = plan_bots(home, names, host)
     limits = limits or DoorLimits(refused=RefusalLog(lambda what, why: on_record({"type": "refused", "what": what, "why": why})))
+    threads = Threads(name="fw-bot-engine")
     # an external runner's run gets its own gateway, as with `fw event handle`
-    handle = functools.partial(handle_event, gateway=run_gateway)
-    pool = EventWorkers(home, None, concurrency, on_record, handle=handle)  # checks --concurrency before the port is taken
+    engine = Engine(home, [BotEvents(home, [b.name for b in bots], run_gateway)], concurrency=concurrency, threads=threads,
+                    on_event=lambda event: _say_ended(on_record, event), role="bot")  # checks --concurrency before the port is taken
     sock = bind(host, port)
-    door = BotDoor(home, bots, pool, on_record, limits)
+    door = BotDoor(home, bots, engine, on_record, limits)
     bound = sock.getsockname()[1]
     base = f"{url_host(host)}:{bound}"
     listening = {"type": "listening", "bot": bots[0].name, "bots": [_door_of(b) for b in bots], "http": f"http://{base}/",
                  "websocket": f"ws://{base}{onebot.WEBSOCKET_PATH}", "signed": all(b.secret for b in bots if b.report_door),
-                 "token": all(b.token for b in bots), "loopback": is_loopback(host)}
-    pool.start()
-    stopped = None
+                 "token": all(b.token for b in bots), "loopback": is_loopback(host),
+                 "waiting": _waiting(home, [b.name for b in bots])}
     try:
         serve(build_app(door), sock, on_started=lambda: [on_record(r) for r in (listening, *notes)], limits=limits)
     except KeyboardInterrupt:
-        stopped = stop_workers(door)
+        stopped = stopped_record(home, door)
         if stopped["ended_runs"]:
+            stop_descendants()  # what their blocking tool calls started (an `exec` program) goes too
             raise  # runs were in flight: `interrupted`, as the contract says
         return
     finally:
-        if stopped is None:
-            stop_workers(door)
+        threads.close()
+        door.close()
+
+
+def _say_ended(on_record: OnRecord, event: dict[str, Any]) -> None:
+    record = event_record(event)
+    if record is not None:
+        on_record(record)
+
+
+def _waiting(home: Home, bots: list[str]) -> int:
+    """Events left waiting by an earlier server of these bots (the engine runs them first)."""
+    with contextlib.suppress(FwError), StateStore.open(home) as store:
+        return bot_events.waiting(store, bots)
+    return 0
 
 
 def _door_of(bot: ServedBot) -> dict[str, Any]:
