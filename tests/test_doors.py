@@ -149,7 +149,11 @@ def test_a_socket_only_bot_has_no_report_door_unless_it_has_a_secret(home):
         assert listening["bots"][0]["report_door"] is True
         assert report(url, group_message("hi", message_id=8)).status_code == 401
         assert report(url, group_message("hi", message_id=9), secret=SECRET).status_code == 204
-        served.next(lambda r: r.get("type") in ("handled", "failed") and "event" in r)
+        # taken, and waiting: a bot reached only over its socket acts once its implementation connects
+        assert [(b["bot"], b["pending"]) for b in fwj("status")["bots"]] == [("qq", 1)]
+        with connect(url.replace("http", "ws") + "onebot/v11/ws", open_timeout=10,
+                     additional_headers={"Authorization": f"Bearer {TOKEN}", "X-Self-ID": str(SELF_ID)}):
+            served.next(lambda r: r.get("type") in ("handled", "failed") and "event" in r)
 
 
 # -- item 5: no body is read past the limit --------------------------------------------------------------

@@ -48,3 +48,9 @@ def _render(console: Any, doc: dict[str, Any]) -> None:
     console.print(f"Turns run: {t['run']}, answered: {t['answered']}, failed: {t['failed']}, cancelled: {t['cancelled']}"
                   + (f", without an answer: {silent}." if silent > 0 else "."))
     console.print(f"Tasks run: {k['run']}, done: {k['done']}, failed: {k['failed']}, cancelled: {k['cancelled']}.")
+    q = doc.get("queue_at_start") or {}
+    if q.get("turns") or q.get("tasks") or q.get("backlog"):
+        backlog = f"; {q['backlog']} held in backlog by disabled bindings" if q.get("backlog") else ""
+        console.print(f"Waiting at the start: {plural(q.get('turns', 0), 'turn')} and {plural(q.get('tasks', 0), 'task')}{backlog}.")
+    for over in q.get("over_max_queue") or []:
+        console.print(f"Over max_queue: {over['principal']} had {over['waiting']} waiting (max_queue {over['max_queue']}); see `fw status`.")

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..domain.identities import get_binding
+from ..domain.identities import DEFAULT_MAX_QUEUE, get_binding
 from ..domain.runs import run_end
 from ..errors import FwError
 from ..home.secrets import redact
@@ -45,9 +45,10 @@ OnEvent = Callable[[dict[str, Any]], None]
 class Summary:
     turns: dict[str, int] = field(default_factory=lambda: {"run": 0, "answered": 0, "failed": 0, "cancelled": 0})
     tasks: dict[str, int] = field(default_factory=lambda: {"run": 0, "done": 0, "failed": 0, "cancelled": 0})
+    queue: dict[str, Any] = field(default_factory=dict)  # what waited when it started
 
     def to_dict(self) -> dict[str, Any]:
-        return {"turns": dict(self.turns), "tasks": dict(self.tasks)}
+        return {"turns": dict(self.turns), "tasks": dict(self.tasks), "queue_at_start": self.queue}
 
     def count(self, kind: str, status: str, answered: bool) -> None:
         if status == BACKLOG:
@@ -252,6 +253,26 @@ def _take_back_one(home: Home, store: StateStore, table: str, row: dict[str, Any
     return changed
 
 
+def _queue(home: Home) -> dict[str, Any]:
+    """What waits, as `fw status` counts it: turns and tasks pending and in backlog, and the
+    principals with more waiting than their binding's max_queue."""
+    with StateStore.open(home) as store:
+        counts = {(r["kind"], r["status"]): int(r["n"]) for r in store.all(
+            "SELECT 'turns' AS kind, status, COUNT(*) AS n FROM turns WHERE status IN ('pending', 'backlog') GROUP BY status "
+            "UNION ALL SELECT 'tasks', status, COUNT(*) FROM tasks WHERE status IN ('pending', 'backlog') GROUP BY status")}
+        waiting = {r["principal"]: int(r["n"]) for r in store.all(
+            "SELECT principal, SUM(n) AS n FROM (SELECT principal, COUNT(*) AS n FROM turns WHERE status = 'pending' GROUP BY principal "
+            "UNION ALL SELECT principal, COUNT(*) FROM tasks WHERE status = 'pending' GROUP BY principal) GROUP BY principal")}
+    over = []
+    for name, n in sorted(waiting.items()):
+        binding = get_binding(home, name) if n > 1 else None  # a max_queue is at least 1
+        limit = (binding or {}).get("max_queue", DEFAULT_MAX_QUEUE)
+        if n > limit:
+            over.append({"principal": name, "waiting": n, "max_queue": limit})
+    return {"turns": counts.get(("turns", PENDING), 0), "tasks": counts.get(("tasks", PENDING), 0),
+            "backlog": counts.get(("turns", BACKLOG), 0) + counts.get(("tasks", BACKLOG), 0), "over_max_queue": over}
+
+
 def _binding_enabled(root: Any, principal: str) -> bool:
 
     try:
@@ -277,7 +298,7 @@ def dispatch(home: Home, *, once: bool = False, concurrency: int = DEFAULT_CONCU
     (`interrupted`); stopped with none, the summary is returned."""
     check_concurrency(concurrency)
     source = PrincipalWork(home, timeout, gateway)
-    summary = Summary()
+    summary = Summary(queue=_queue(home))
     emit = on_event or (lambda event: None)
 
     def note(event: dict[str, Any]) -> None:

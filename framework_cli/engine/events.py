@@ -2,7 +2,9 @@
 run one at a time per conversation, in arrival order, side by side across conversations, even
 when one principal serves them all.
 
-Whether the principal takes an event is decided when it arrives (nothing is queued otherwise)
+A bot's events run only while it can act: a bot reached over its reverse WebSocket alone waits
+for its implementation to connect (a reply sent before would be lost). Whether the principal
+takes an event is decided when it arrives (nothing is queued otherwise)
 and again when its turn comes: a binding disabled meanwhile, or an agent that no longer selects
 the event, makes it `refused`, not run. A server that dies during a run leaves its event to the
 next server of the bot: run again if its run had not started; `failed` if it had (it may have
@@ -11,6 +13,7 @@ spoken already, and the group must not hear it twice).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from ..domain.bots import find_bot
@@ -30,22 +33,24 @@ MAX_ATTEMPTS = 3
 class BotEvents:
     kinds = ("event",)
 
-    def __init__(self, home: Home, bots: list[str], gateway: GatewayStarter | None = None) -> None:
+    def __init__(self, home: Home, bots: list[str], gateway: GatewayStarter | None = None,
+                 ready: Callable[[str], bool] | None = None) -> None:
         self.root = home.root
         self.bots = list(bots)
         self.gateway = gateway
-        self._marks = ", ".join("?" for _ in self.bots)
+        self.ready = ready or (lambda bot: True)  # a bot whose events can run now (its socket is connected)
         self.since = bot_events.stamp()  # events older than this were left by an earlier server
 
     # -- claiming -------------------------------------------------------------------------------
     def claim(self, store: StateStore, owner: str, limit: int) -> list[Item]:
         """The oldest waiting event of each conversation whose lane is free (oldest first), up to
         `limit`, each marked running and its lane taken, in one short transaction."""
-        if not self.bots or not self._candidates(store, limit):
+        bots = [b for b in self.bots if self.ready(b)]
+        if not bots or not self._candidates(store, bots, limit):
             return []
         claimed: list[Item] = []
         with store.transaction():
-            for row in self._candidates(store, limit):
+            for row in self._candidates(store, bots, limit):
                 lane = lanes.conversation_lane(row["conversation"])
                 fence = lanes.take(store, lane, owner)
                 if fence is None:
@@ -57,12 +62,13 @@ class BotEvents:
                 claimed.append(Item("event", row["id"], lane, fence, row["attempts"] + 1, row))
         return claimed
 
-    def _candidates(self, store: StateStore, limit: int) -> list[dict[str, Any]]:
+    def _candidates(self, store: StateStore, bots: list[str], limit: int) -> list[dict[str, Any]]:
+        marks = ", ".join("?" for _ in bots)
         firsts = store.all(
-            f"SELECT MIN(e.id) AS id FROM bot_events e WHERE e.status = ? AND e.bot IN ({self._marks}) "
+            f"SELECT MIN(e.id) AS id FROM bot_events e WHERE e.status = ? AND e.bot IN ({marks}) "
             "AND NOT EXISTS (SELECT 1 FROM lanes l WHERE l.lane = 'conversation:' || e.conversation AND l.owner IS NOT NULL) "
             "AND e.conversation NOT IN (SELECT conversation FROM bot_events WHERE status = 'running') "
-            "GROUP BY e.conversation ORDER BY MIN(e.id) LIMIT ?", (PENDING, *self.bots, limit))
+            "GROUP BY e.conversation ORDER BY MIN(e.id) LIMIT ?", (PENDING, *bots, limit))
         if not firsts:
             return []
         ids = [r["id"] for r in firsts]

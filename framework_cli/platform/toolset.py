@@ -43,12 +43,30 @@ def granted_tool(run: dict[str, Any], name: str, source: dict[str, Any]) -> Tool
         raise FwError("corrupt", f"{rel} is corrupt: it grants {name!r}, a tool this version of fw does not know",
                       "this run cannot act; start a new one", path=rel)
     return Tool(name, source["source"], tool.risk, source.get("description") or tool.description,
-                source.get("input_schema") or tool.input_schema, lambda home, caller, args: call_platform_tool(home, run, tool, args))
+                source.get("input_schema") or tool.input_schema, lambda home, caller, args: call_platform_tool(home, run, tool, args),
+                ahandler=lambda home, caller, args, run_sync: acall_platform_tool(home, run, tool, args, run_sync))
 
 
 def call_platform_tool(home: Home, run: dict[str, Any], tool: PlatformTool, args: dict[str, Any]) -> dict[str, Any]:
-    """The one door of every platform action, whatever the adapter: a stored secret value in
-    any parameter is `invalid` here, so it reaches no platform and no platform's log."""
+    """The one door of every platform action, whatever the adapter (see `prepared_call`)."""
+    adapter, params = prepared_call(home, run, tool, args)
+    return adapter.call(tool.api, params)  # type: ignore[no-any-return]
+
+
+async def acall_platform_tool(home: Home, run: dict[str, Any], tool: PlatformTool, args: dict[str, Any], run_sync: Any) -> dict[str, Any]:
+    """`call_platform_tool` from an event loop: the checks on `run_sync` (they read files), the
+    action awaited where the adapter can send it without a thread."""
+    adapter, params = await run_sync(prepared_call, home, run, tool, args)
+    acall = getattr(adapter, "acall", None)
+    if acall is None:
+        return await run_sync(adapter.call, tool.api, params)  # type: ignore[no-any-return]
+    return await acall(tool.api, params, run_sync)  # type: ignore[no-any-return]
+
+
+def prepared_call(home: Home, run: dict[str, Any], tool: PlatformTool, args: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """The adapter and the API's parameters of one platform action, once every check passed:
+    a stored secret value in any parameter is `invalid` here, so it reaches no platform and no
+    platform's log; the bot must still be there, online, and offer the API."""
     secrets.refuse(home, args, "leave the key out: a platform keeps what it is sent")
     name = run.get("bot")
     bot = find_bot(home, name) if isinstance(name, str) else None
@@ -62,7 +80,7 @@ def call_platform_tool(home: Home, run: dict[str, Any], tool: PlatformTool, args
     if tool.api not in supported_apis(adapter, bot):
         raise FwError("unavailable", f"bot {name!r} no longer offers {tool.api}, which {tool.name} needs",
                       f"see what it offers with `fw bot show {name}`", reason="adapter_api_unsupported")
-    return adapter.call(tool.api, api_params(run, tool, args))
+    return adapter, api_params(run, tool, args)
 
 
 def api_params(run: dict[str, Any], tool: PlatformTool, args: dict[str, Any]) -> dict[str, Any]:

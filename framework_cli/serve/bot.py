@@ -42,6 +42,7 @@ from ..engine.engine import Engine
 from ..engine.events import BotEvents
 from ..engine.handling import taken
 from ..errors import FwError
+from ..http_client import close_async_clients
 from ..home.secrets import redact
 from ..home.store import Home
 from ..platform.adapters import onebot
@@ -330,10 +331,11 @@ class BotDoor:
 
         if bot.self_id != self_id:
             bot.self_id = self_id
-        link = onebot.SocketLink(bot.name, send, self_id)
+        link = onebot.SocketLink(bot.name, send, self_id, asend=websocket.send_text)
         onebot.LINKS.attach(link)
         await self.stored_or_said(lambda store: self._linked(store, bot, link), f"the socket of bot {bot.name}")
         self.say({"type": "connected", "bot": bot.name, "self_id": link.self_id})
+        work.changed()  # its waiting events can run now
         try:
             await self._frames(websocket, bot, link)
         finally:
@@ -421,13 +423,12 @@ class BotDoor:
 
     async def _learn_own_ids(self) -> None:
         """An HTTP bot learns its own id from `get_login_info` (else from its first report)."""
-        loop = asyncio.get_running_loop()
         for bot in self.bots:
             if bot.self_id is not None or not bot.url:
                 continue
             adapter = onebot.make(self.home, bot.name, {"adapter": "onebot", "url": bot.url})
             try:
-                found = await asyncio.wait_for(loop.run_in_executor(self._store, adapter.login_id), LOGIN_SECONDS + 1)
+                found = await asyncio.wait_for(adapter.alogin_id(), LOGIN_SECONDS + 1)
             except (TimeoutError, asyncio.TimeoutError, FwError):
                 continue
             if found and bot.self_id is None:
@@ -467,6 +468,7 @@ def build_app(door: BotDoor) -> Any:
                 engine.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await engine
+            await close_async_clients()
 
     routes = [Route("/", door.report, methods=["POST"]), WebSocketRoute(onebot.WEBSOCKET_PATH, door.socket)]
     return Starlette(routes=routes, lifespan=lifespan)
@@ -521,7 +523,9 @@ def serve_bots(home: Home, names: list[str], listen: str, concurrency: int, on_r
     limits = limits or DoorLimits(refused=RefusalLog(lambda what, why: on_record({"type": "refused", "what": what, "why": why})))
     threads = Threads(name="fw-bot-engine")
     # an external runner's run gets its own gateway, as with `fw event handle`
-    engine = Engine(home, [BotEvents(home, [b.name for b in bots], run_gateway)], concurrency=concurrency, threads=threads,
+    urls = {b.name: b.url for b in bots}
+    source = BotEvents(home, list(urls), run_gateway, ready=lambda name: bool(urls[name]) or onebot.LINKS.current(name) is not None)
+    engine = Engine(home, [source], concurrency=concurrency, threads=threads,
                     on_event=lambda event: _say_ended(on_record, event), role="bot")  # checks --concurrency before the port is taken
     sock = bind(host, port)
     door = BotDoor(home, bots, engine, on_record, limits)

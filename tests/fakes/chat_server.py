@@ -23,6 +23,8 @@ Each POST to /v1/chat/completions takes the next step of the script:
                            space of a JSON body every so many seconds, until the client leaves
   {"gate": threading.Event()}   added to a streamed reply: the stream pauses after its first
                            content piece until the event is set
+  {"echo": "prefix"}       a reply whose content is the prefix and the text of the request's
+                           last user message (so each answer says which message it answers)
   {"reasoning": "..."}     added to a reply: a thinking model's `reasoning_content` beside the
                            answer (streamed first, in pieces, as DeepSeek streams it)
 When the script runs out, the last step repeats (repeat_last=True) or the answer is 500.
@@ -31,7 +33,8 @@ request (after its last user message), an assistant message with tool calls this
 answered with reasoning must carry that `reasoning_content` unchanged, or the answer is 400.
 Earlier turns need none.
 `GET /v1/models` lists one model, "m-1". Each request records the client's port as
-"client_port": requests over one kept-alive connection share it.
+"client_port": requests over one kept-alive connection share it; and "started" and "ended",
+the server's time.monotonic() when it arrived and when its answer was sent.
 """
 
 from __future__ import annotations
@@ -151,7 +154,7 @@ def _handler_for(chat: ChatServer) -> type[BaseHTTPRequestHandler]:
             except ValueError:
                 body = None
             request = {"path": self.path, "headers": {k.lower(): v for k, v in self.headers.items()}, "json": body,
-                       "client_port": self.client_address[1]}
+                       "client_port": self.client_address[1], "started": time.monotonic()}
             if self.path != "/v1/chat/completions":
                 self._send(404, "application/json", json.dumps({"error": {"message": f"no route {self.path}"}}))
                 return
@@ -160,7 +163,11 @@ def _handler_for(chat: ChatServer) -> type[BaseHTTPRequestHandler]:
                 self._send(500, "application/json", json.dumps({"error": {"message": "the script ran out"}}))
                 return
             time.sleep(step.get("sleep", 0))
+            if "echo" in step:
+                users = [m for m in (body or {}).get("messages", []) if isinstance(m, dict) and m.get("role") == "user"]
+                step = {**{k: v for k, v in step.items() if k != "echo"}, "content": step["echo"] + str(users[-1]["content"] if users else "")}
             self._answer(step, bool(isinstance(body, dict) and body.get("stream")))
+            request["ended"] = time.monotonic()
 
         def _answer(self, step: dict[str, Any], asked_stream: bool) -> None:
             if step.get("drop"):

@@ -28,6 +28,7 @@ import uuid
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from datetime import datetime, timedelta, timezone
+from collections.abc import Awaitable
 from typing import Any, Callable
 
 from ...domain.bots import BOT_SECRETS
@@ -35,7 +36,7 @@ from ...domain.catalogue import APIS
 from ...errors import FwError
 from ...home import secrets
 from ...home.store import Home
-from ...http_client import http_client
+from ...http_client import async_http_client, http_client
 from ...state.store import StateStore, now_iso
 from .local import DEFAULT_MUTE_SECONDS
 from .onebot_reports import plain_text, status_online
@@ -112,9 +113,27 @@ class OneBotAdapter:
             record_sent(self.home, self.bot, result["message_id"])  # a reply to it addresses the bot
         return result
 
+    async def acall(self, api: str, params: dict[str, Any], run_sync: Any) -> dict[str, Any]:
+        """`call` from an event loop: the action is sent and its answer awaited holding no
+        thread (a hung implementation stalls only the runs that wait for it)."""
+        if api not in ACTIONS:
+            raise FwError("unavailable", f"the onebot adapter has no API {api!r}", "", reason="adapter_api_unsupported")
+        action, payload = ACTIONS[api](params)
+        if self.url:
+            data = await self._ahttp(action, payload, ACTION_TIMEOUT)
+        else:
+            data = self._answer_data(action, await self._link(action).arequest(action, payload, ACTION_TIMEOUT, self._failure))
+        result = RESULTS.get(api, _plain_result)(params, data)
+        if api == "send_message" and result.get("message_id"):
+            await run_sync(record_sent, self.home, self.bot, result["message_id"])
+        return result
+
     def _send(self, action: str, payload: dict[str, Any]) -> Any:
         if self.url:
             return self._http(action, payload, ACTION_TIMEOUT)
+        return self._answer_data(action, self._link(action).request(action, payload, ACTION_TIMEOUT, self._failure))
+
+    def _link(self, action: str) -> SocketLink:
         link = LINKS.current(self.bot)
         if link is None:
             held = link_state(self.home, self.bot)
@@ -122,22 +141,42 @@ class OneBotAdapter:
                    if held else "no OneBot implementation is connected to its reverse WebSocket")
             raise FwError("unavailable", f"bot {self.bot!r} cannot send {action}: {why}", self.offline_hint,
                           reason="adapter_offline", action=action)
-        return self._answer_data(action, link.request(action, payload, ACTION_TIMEOUT, self._failure))
+        return link
 
     def _http(self, action: str, payload: dict[str, Any], timeout: float) -> Any:
         import httpx  # lazy: start-up speed
 
         assert self.url is not None
-        headers = {"Authorization": f"Bearer {self._token}"} if self._token else {}
         http = http_client("https" if self.url.startswith("https:") else "http")  # kept-alive, one TLS context
         try:
-            response = http.post(f"{self.url.rstrip('/')}/{action}", json=payload, headers=headers, timeout=timeout)
+            response = http.post(f"{self.url.rstrip('/')}/{action}", json=payload, headers=self._headers(), timeout=timeout)
         except httpx.TimeoutException:
             raise self._failure(action, f"no answer within {timeout:g} s") from None
         except httpx.HTTPError as exc:  # the class name only: an exception's text may quote a header
             raise self._failure(action, f"{self.url} could not be reached ({type(exc).__name__})") from None
         except UnicodeError:
             raise self._failure(action, "the access token holds characters an HTTP header cannot carry") from None
+        return self._http_answer(action, response)
+
+    async def _ahttp(self, action: str, payload: dict[str, Any], timeout: float) -> Any:
+        import httpx  # lazy: start-up speed
+
+        assert self.url is not None
+        http = async_http_client("https" if self.url.startswith("https:") else "http")
+        try:
+            response = await http.post(f"{self.url.rstrip('/')}/{action}", json=payload, headers=self._headers(), timeout=timeout)
+        except httpx.TimeoutException:
+            raise self._failure(action, f"no answer within {timeout:g} s") from None
+        except httpx.HTTPError as exc:
+            raise self._failure(action, f"{self.url} could not be reached ({type(exc).__name__})") from None
+        except UnicodeError:
+            raise self._failure(action, "the access token holds characters an HTTP header cannot carry") from None
+        return self._http_answer(action, response)
+
+    def _headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self._token}"} if self._token else {}
+
+    def _http_answer(self, action: str, response: Any) -> Any:
         if not 200 <= response.status_code < 300:
             raise self._failure(action, f"HTTP {response.status_code}: {self._snippet(response.text)}")
         try:
@@ -177,8 +216,16 @@ class OneBotAdapter:
     def login_id(self) -> str | None:
         """The bot's own id, as `get_login_info` answers it; None when it says none."""
         data = self._http("get_login_info", {}, STATUS_TIMEOUT) if self.url else self._send("get_login_info", {})
-        user = data.get("user_id") if isinstance(data, dict) else None
-        return str(user) if isinstance(user, (int, str)) and not isinstance(user, bool) and str(user).isdigit() else None
+        return _login_user(data)
+
+    async def alogin_id(self) -> str | None:
+        """`login_id` of an HTTP bot from an event loop (on the connection its actions use)."""
+        return _login_user(await self._ahttp("get_login_info", {}, STATUS_TIMEOUT))
+
+
+def _login_user(data: Any) -> str | None:
+    user = data.get("user_id") if isinstance(data, dict) else None
+    return str(user) if isinstance(user, (int, str)) and not isinstance(user, bool) and str(user).isdigit() else None
 
 
 # -- semantic API -> OneBot action ---------------------------------------------------------------
@@ -326,15 +373,27 @@ class SocketDropped(Exception):
     pass
 
 
+def _running_loop() -> Any:
+    import asyncio
+
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
 class SocketLink:
     """One connected socket of a bot, in the process that holds it. `send` puts a text frame
     on the socket from any thread; answers come back through `answer`, matched by echo."""
 
-    def __init__(self, bot: str, send: Callable[[str], None], self_id: str | None = None) -> None:
+    def __init__(self, bot: str, send: Callable[[str], None], self_id: str | None = None,
+                 asend: Callable[[str], Awaitable[None]] | None = None) -> None:
         self.bot = bot
         self.self_id = self_id
         self.online = True  # connected; a lifecycle or heartbeat event may say otherwise
         self._send = send
+        self._asend = asend  # on the loop that holds the socket
+        self._loop = _running_loop()
         self._pending: dict[str, Future[Any]] = {}
         self._lock = threading.Lock()
         self.closed = False
@@ -356,6 +415,34 @@ class SocketLink:
             except SocketDropped:
                 raise failure(action, "the socket closed before the action was answered") from None
             except FwError:
+                raise
+            except Exception as exc:
+                raise failure(action, f"the socket failed ({type(exc).__name__})") from None
+        finally:
+            with self._lock:
+                self._pending.pop(echo, None)
+
+    async def arequest(self, action: str, params: dict[str, Any], timeout: float, failure: Callable[[str, str], FwError]) -> Any:
+        """`request` from an event loop: on the socket's own loop it waits holding no thread."""
+        import asyncio
+
+        if self._asend is None or _running_loop() is not self._loop:
+            return await asyncio.to_thread(self.request, action, params, timeout, failure)
+        echo = uuid.uuid4().hex
+        answer: Future[Any] = Future()
+        with self._lock:
+            if self.closed:
+                raise failure(action, "the socket closed")
+            self._pending[echo] = answer
+        try:
+            try:
+                await self._asend(json.dumps({"action": action, "params": params, "echo": echo}, ensure_ascii=False))
+                return await asyncio.wait_for(asyncio.wrap_future(answer), timeout)
+            except (TimeoutError, asyncio.TimeoutError):
+                raise failure(action, f"no answer on the socket within {timeout:g} s") from None
+            except SocketDropped:
+                raise failure(action, "the socket closed before the action was answered") from None
+            except (FwError, asyncio.CancelledError):
                 raise
             except Exception as exc:
                 raise failure(action, f"the socket failed ({type(exc).__name__})") from None

@@ -1,0 +1,332 @@
+"""Hundreds of slow conversations at once (CONTRACT section 7; issue 31): turns, tasks and event
+runs wait without holding a thread, a principal's turns (and a conversation's event runs) run
+one at a time in order, everyone else runs beside them, a hung MCP server stalls only its own
+run, and work over the bound waits in state.db, never dropped, shown by `fw status`.
+
+The model is a scripted server that answers after a while with the text it was asked (so each
+answer says which message it answers), and records when each request came and was answered."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from conftest import CANARY, fw, fw_bin, fwj, processes_with, state_rows, wait_until_gone
+from fakes.chat_server import ChatServer
+from fakes.onebot_server import SELF_ID, ok
+from serving import Served
+from test_sessions import messages, post, setup
+from websockets.sync.client import connect
+
+SLOW_MCP = str(Path(__file__).parent / "fakes" / "slow_mcp_server.py")
+TOKEN = "engine-tok-5c7e9a1b3d"
+
+
+def asked(request) -> str:
+    """The text of a model request's last user message."""
+    users = [m for m in request["json"]["messages"] if m["role"] == "user"]
+    return users[-1]["content"]
+
+
+def overlapping(a, b) -> bool:
+    return a["started"] < b["ended"] and b["started"] < a["ended"]
+
+
+def wait_for(condition, seconds=60, what="the condition"):
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, f"never saw {what}"
+        time.sleep(0.05)
+
+
+# -- turns: in order per principal, side by side across principals --------------------------------
+def test_a_principals_turns_run_one_at_a_time_in_order_while_other_principals_run_beside_them(home):
+    with ChatServer([{"echo": "re: ", "sleep": 0.3}], repeat_last=True) as server:
+        setup(server.base_url, "a", "b", "c")
+        fwj("session", "create", "s1", "--member", "alice", "--member", "a", "--member", "b", "--member", "c")
+        for i in range(5):
+            post("s1", "alice", f"@a q{i}")
+            if i < 2:
+                post("s1", "alice", f"@b q{i}")
+                post("s1", "alice", f"@c q{i}")
+        summary = fwj("dispatch", "--once", "--concurrency", "16")
+    assert summary["turns"] == {"run": 9, "answered": 9, "failed": 0, "cancelled": 0}
+    assert summary["queue_at_start"] == {"turns": 9, "tasks": 0, "backlog": 0, "over_max_queue": []}
+    said = messages("s1")
+    assert [text for who, text in said if who == "a"] == [f"re: alice: @a q{i}" for i in range(5)]  # answered in the order posted
+    of_a = sorted((r for r in server.requests if "@a" in asked(r)), key=lambda r: r["started"])
+    assert [asked(r) for r in of_a] == [f"alice: @a q{i}" for i in range(5)]  # run in the order posted ...
+    assert not any(overlapping(x, y) for x, y in zip(of_a, of_a[1:]))  # ... one at a time
+    others = [r for r in server.requests if "@a" not in asked(r)]
+    assert any(overlapping(of_a[0], r) for r in others)  # b and c did not wait for a
+    firsts = [r for r in server.requests if asked(r).endswith("q0")]
+    assert all(overlapping(firsts[0], r) for r in firsts)  # the three principals' first turns ran at once
+
+
+def test_two_dispatchers_at_once_keep_each_principal_in_order_and_never_overlap_its_turns(home):
+    with ChatServer([{"echo": "re: ", "sleep": 0.2}], repeat_last=True) as server:
+        setup(server.base_url, "a", "b")
+        fwj("session", "create", "s1", "--member", "alice", "--member", "a", "--member", "b")
+        for i in range(6):
+            post("s1", "alice", f"@a q{i}")
+            post("s1", "alice", f"@b q{i}")
+        procs = [subprocess.Popen([fw_bin(), "dispatch", "--once", "--concurrency", "8", "--json"], env={**os.environ, "FW_HOME": str(home)},
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+        outs = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    answered = sum(json.loads(out)["turns"]["answered"] for out, _ in outs)
+    assert answered == 12 and len(server.requests) == 12  # every turn answered once, none run twice
+    said = messages("s1")
+    for who in ("a", "b"):
+        assert [text for author, text in said if author == who] == [f"re: alice: @{who} q{i}" for i in range(6)]
+        runs = sorted((r for r in server.requests if f"@{who}" in asked(r)), key=lambda r: r["started"])
+        assert [asked(r) for r in runs] == [f"alice: @{who} q{i}" for i in range(6)]
+        assert not any(overlapping(x, y) for x, y in zip(runs, runs[1:]))
+
+
+# -- a slow or dead source stalls only its own run --------------------------------------------------
+def test_a_principal_whose_mcp_server_hangs_holds_up_no_one_else_and_leaves_nothing_behind(home, tmp_path):
+    marker = f"--fw-test-hung-{os.getpid()}-{time.monotonic_ns()}"
+    record = tmp_path / "slow.record"
+    fwj("resource", "write", "mcp", "slow", "--create", "--data", json.dumps(
+        {"transport": "stdio", "command": sys.executable, "args": [SLOW_MCP, marker], "env": {"FAKE_MCP_RECORD": str(record)},
+         "timeout_seconds": 600}))
+    stuck = [{"tool_calls": [{"name": "mcp__slow__sleep", "arguments": {"seconds": 600}}]}, {"content": "never"}]
+    with ChatServer(stuck) as hung_model, ChatServer([{"echo": "re: ", "sleep": 0.1}], repeat_last=True) as model:
+        setup(model.base_url, "quick")
+        fwj("resource", "write", "provider", "p2", "--create", "--data", json.dumps({"base_url": hung_model.base_url, "api_key": CANARY}))
+        fwj("resource", "write", "model", "m2", "--create", "--data",
+            json.dumps({"provider": "p2", "model_id": "model-y", "capabilities": {"tool_call": True}}))
+        fwj("agent", "create", "stuck", "--model", "m2", "--mcp", "slow")
+        fwj("principal", "create", "stuck", "--kind", "agent")
+        fwj("binding", "set", "stuck", "--agent", "stuck")
+        fwj("session", "create", "s1", "--member", "alice", "--member", "stuck", "--member", "quick")
+        post("s1", "alice", "@stuck please wait")
+        serving = subprocess.Popen([fw_bin(), "dispatch", "--json"], env={**os.environ, "FW_HOME": str(home)},
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            wait_for(lambda: record.exists() and '"call"' in record.read_text(), what="the hung call at the server")
+            for i in range(5):  # while stuck's call hangs, quick's turns come and are answered
+                post("s1", "alice", f"@quick q{i}")
+            wait_for(lambda: len([m for m in messages("s1") if m[0] == "quick"]) == 5, what="quick's five answers")
+            status = fwj("status")
+            by = {p["principal"]: p for p in status["principals"]}
+            assert (by["stuck"]["running"], by["quick"]["running"], by["quick"]["pending"]) == (1, 0, 0)
+            assert [s["command"] for s in status["serving"]] == ["fw dispatch"]
+        finally:
+            serving.send_signal(signal.SIGINT)
+            _, err = serving.communicate(timeout=60)
+    assert serving.returncode == 130 and "Traceback" not in err  # a run was in flight: ended
+    assert [t for t in fwj("session", "show", "s1")["session"]["turns"] if t["principal"] == "stuck"][0]["status"] == "cancelled"
+    assert wait_until_gone(marker) == []
+
+
+# -- bots: one conversation at a time, many side by side; nothing lost -------------------------------
+class Napcat:
+    """A fake NapCat on the reverse WebSocket: sends events, answers every action, and keeps
+    what the bot sent (with when)."""
+
+    def __init__(self, ws_url):
+        self.ws = connect(ws_url, additional_headers={"Authorization": f"Bearer {TOKEN}", "X-Self-ID": str(SELF_ID),
+                                                      "X-Client-Role": "Universal"}, open_timeout=10).__enter__()
+        self.sent: list[dict] = []
+        self._lock = threading.Lock()
+        self._ids = iter(range(50_000, 10**9))
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self):
+        try:
+            for frame in self.ws:
+                doc = json.loads(frame)
+                if "action" in doc:
+                    with self._lock:
+                        self.sent.append({**doc, "at": time.monotonic()})
+                        message_id = next(self._ids)
+                    self.ws.send(json.dumps(ok({"message_id": message_id}, doc["echo"])))
+        except Exception:
+            pass
+
+    def message(self, text, *, group, user, message_id):
+        doc = {"time": 1700000000, "self_id": SELF_ID, "post_type": "message", "message_type": "group", "sub_type": "normal",
+               "message_id": message_id, "group_id": group, "user_id": user, "font": 0, "sender": {"user_id": user, "nickname": "U"},
+               "message": [{"type": "at", "data": {"qq": str(SELF_ID)}}, {"type": "text", "data": {"text": f" {text}"}}]}
+        self.ws.send(json.dumps(doc))
+
+    def replies(self):
+        with self._lock:
+            return [s for s in self.sent if s["action"] == "send_group_msg"]
+
+    def close(self):
+        self.ws.close()
+
+
+class ReplyingModel(ChatServer):
+    """Takes `sleep` seconds, then replies through event_reply with the text it was sent; then done."""
+
+    def __init__(self, sleep):
+        super().__init__([])
+        self.sleep = sleep
+
+    def next_step(self, request):
+        with self._lock:
+            self.requests.append(request)
+        messages_ = (request.get("json") or {}).get("messages") or [{}]
+        if messages_[-1].get("role") == "tool":
+            return {"content": "done"}
+        said = asked(request).rsplit(": ", 1)[-1].strip()
+        return {"sleep": self.sleep, "tool_calls": [{"name": "event_reply", "arguments": {"text": f"re {said}"}}]}
+
+
+def bot_setup(base_url, *, max_queue=None):
+    fwj("resource", "write", "provider", "p1", "--create", "--data", json.dumps({"base_url": base_url, "api_key": CANARY}))
+    fwj("resource", "write", "model", "m1", "--create", "--data",
+        json.dumps({"provider": "p1", "model_id": "m-1", "capabilities": {"tool_call": True}}))
+    fwj("resource", "write", "agent", "a1", "--create", "--data", json.dumps({"model": "m1", "events": ["message.*"]}))
+    fwj("principal", "create", "p1", "--kind", "agent")
+    fwj("binding", "set", "p1", "--agent", "a1", *(["--max-queue", str(max_queue)] if max_queue else []))
+    fwj("bot", "add", "qq", "--adapter", "onebot", "--principal", "p1", "--access-token-stdin", input=TOKEN)
+
+
+def reply_text(action):
+    return "".join(seg["data"]["text"] for seg in action["params"]["message"] if seg["type"] == "text")
+
+
+def test_one_groups_messages_are_answered_in_order_one_at_a_time_while_other_groups_run_beside_them(home):
+    with ReplyingModel(0.4) as model:
+        bot_setup(model.base_url)
+        served = Served(home, "bot", "serve", "qq", "--listen", "127.0.0.1:0")
+        try:
+            listening = served.next(lambda r: r.get("type") == "listening")
+            napcat = Napcat(listening["websocket"])
+            for i in range(5):  # five messages in one group, 0.05 s apart
+                napcat.message(f"g1-m{i}", group=1001, user=2000 + i, message_id=100 + i)
+                time.sleep(0.05)
+            for g in range(2, 6):  # and one in each of four other groups
+                napcat.message(f"g{g}-m0", group=1000 + g, user=3000 + g, message_id=200 + g)
+            wait_for(lambda: len(napcat.replies()) == 9, what="nine replies")
+            napcat.close()
+        finally:
+            code, err = served.stop()
+    assert code == 0 and "Traceback" not in err
+    replies = napcat.replies()
+    in_g1 = [r for r in replies if r["params"]["group_id"] == 1001]
+    assert [reply_text(r) for r in in_g1] == [f"re g1-m{i}" for i in range(5)]  # in arrival order
+    runs = sorted((r for r in model.requests if "g1-m" in asked(r) and r["json"]["messages"][-1]["role"] == "user"),
+                  key=lambda r: r["started"])
+    assert not any(overlapping(x, y) for x, y in zip(runs, runs[1:]))  # one at a time
+    others = [r for r in model.requests if "g1-m" not in asked(r) and r["json"]["messages"][-1]["role"] == "user"]
+    assert len(others) == 4 and all(overlapping(others[0], r) for r in others)  # the other groups ran at once
+    assert any(overlapping(runs[0], r) for r in others)  # and beside the busy group
+    assert sorted(reply_text(r) for r in replies) == sorted({reply_text(r) for r in replies})  # none doubled
+
+
+def test_over_the_bound_events_wait_in_state_db_and_the_next_server_runs_them(home):
+    """--concurrency 2 and a principal with max_queue 3: twelve messages in twelve groups are
+    all queued, the principal is flagged, `fw status` shows the queue; a server stopped with
+    events waiting leaves them to the next, which answers them: none lost, none doubled."""
+    with ReplyingModel(0.5) as model:
+        bot_setup(model.base_url, max_queue=3)
+        served = Served(home, "bot", "serve", "qq", "--listen", "127.0.0.1:0", "--concurrency", "2")
+        try:
+            napcat = Napcat(served.next(lambda r: r.get("type") == "listening")["websocket"])
+            for g in range(12):
+                napcat.message(f"m{g}", group=5000 + g, user=6000 + g, message_id=700 + g)
+            over = served.next(lambda r: r.get("type") == "queue_over")
+            assert (over["principal"], over["max_queue"]) == ("p1", 3) and over["waiting"] > 3
+            status = fwj("status")
+            p1 = [p for p in status["principals"] if p["principal"] == "p1"][0]
+            assert p1["over_max_queue"] and p1["running"] == 2 and p1["pending"] + p1["running"] <= 12
+            assert status["over_max_queue"] == ["p1"]
+            human = fw("status").stdout
+            assert "OVER" in human and "Over max_queue: p1" in human
+            wait_for(lambda: len(napcat.replies()) >= 3, what="three replies")
+            napcat.close()
+        finally:
+            code, err = served.stop()
+        assert code == 130 and "Traceback" not in err  # runs were in flight: ended
+        stopped = [r for r in served.seen if r.get("type") == "stopped"][0]
+        first_replies = napcat.replies()
+        assert stopped["waiting"] > 0 and stopped["waiting"] + len(first_replies) + stopped["ended_runs"] == 12
+        # the next server of the bot runs what waits
+        served = Served(home, "bot", "serve", "qq", "--listen", "127.0.0.1:0", "--concurrency", "4")
+        try:
+            listening = served.next(lambda r: r.get("type") == "listening")
+            assert listening["waiting"] == stopped["waiting"]
+            napcat = Napcat(listening["websocket"])
+            wait_for(lambda: len(napcat.replies()) == stopped["waiting"], what="the waiting events' replies")
+            napcat.close()
+        finally:
+            code, err = served.stop()
+    assert code == 0 and "Traceback" not in err
+    replied = sorted(reply_text(r) for r in first_replies + napcat.replies())
+    statuses = [e["status"] for e in state_rows(home, "SELECT status FROM bot_events ORDER BY id")]
+    assert statuses.count("done") == len(replied) and statuses.count("cancelled") == stopped["ended_runs"]
+    assert len(statuses) == 12 and set(statuses) <= {"done", "cancelled"}  # none lost
+    assert len(replied) == len(set(replied))  # none doubled
+    assert fwj("status")["totals"]["pending"] == 0
+
+
+def test_events_a_dead_server_left_waiting_longer_than_ten_minutes_expire_and_the_rest_run(home):
+    with ReplyingModel(0.0) as model:
+        bot_setup(model.base_url)
+        served = Served(home, "bot", "serve", "qq", "--listen", "127.0.0.1:0", "--concurrency", "1")
+        napcat = Napcat(served.next(lambda r: r.get("type") == "listening")["websocket"])
+        model.sleep = 30  # the first run hangs at the model; the others wait behind the bound
+        for g in range(3):
+            napcat.message(f"m{g}", group=8000 + g, user=9000 + g, message_id=900 + g)
+        wait_for(lambda: len(state_rows(home, "SELECT id FROM bot_events")) == 3, what="three queued events")
+        served.proc.kill()  # SIGKILL: the server dies with one run in flight and two events waiting
+        served.proc.wait(10)
+        napcat.close()
+        # two waited: one of them for eleven minutes
+        (older,) = state_rows(home, "SELECT id FROM bot_events WHERE status = 'pending' ORDER BY id LIMIT 1")
+        import sqlite3
+
+        with sqlite3.connect(home / "state.db") as db:
+            db.execute("UPDATE bot_events SET received_at = '2020-01-01T00:00:00.000Z' WHERE id = ?", (older["id"],))
+        model.sleep = 0.0
+        served = Served(home, "bot", "serve", "qq", "--listen", "127.0.0.1:0")
+        try:
+            napcat = Napcat(served.next(lambda r: r.get("type") == "listening")["websocket"])
+            wait_for(lambda: len(napcat.replies()) == 1, what="the one reply")
+            time.sleep(0.5)
+            napcat.close()
+        finally:
+            code, err = served.stop()
+    assert code == 0 and "Traceback" not in err
+    rows = state_rows(home, "SELECT id, status, error FROM bot_events ORDER BY id")
+    by = {r["id"]: r for r in rows}
+    assert by[older["id"]]["status"] == "expired" and "10 minutes" in by[older["id"]]["error"]
+    # the run its dead server was in is not run again (it may have spoken): failed, with the reason
+    assert sorted(r["status"] for r in rows) == ["done", "expired", "failed"]
+    assert [r["error"] for r in rows if r["status"] == "failed"][0].startswith("its server stopped during its run")
+    assert len(napcat.replies()) == 1
+
+
+def test_status_counts_failed_work_and_says_when_nothing_serves(home):
+    with ChatServer([{"status": 500, "body": "down"}], repeat_last=True) as server:
+        setup(server.base_url, "a")
+        fwj("session", "create", "s1", "--member", "alice", "--member", "a")
+        post("s1", "alice", "@a one")
+        post("s1", "alice", "@a two")
+        fwj("binding", "disable", "a")
+        post("s1", "alice", "@a three")
+        before = fwj("status")
+        assert [(p["principal"], p["pending"], p["backlog"]) for p in before["principals"]] == [("a", 0, 3)]
+        fwj("binding", "enable", "a")
+        summary = fwj("dispatch", "--once")
+        assert summary["turns"]["failed"] == 3
+    doc = fwj("status")
+    assert doc["principals"] == [{"principal": "a", "pending": 0, "backlog": 0, "running": 0, "failed_last_hour": 3,
+                                  "max_queue": 100, "over_max_queue": False}]
+    assert doc["totals"] == {"pending": 0, "backlog": 0, "running": 0, "failed_last_hour": 3} and doc["serving"] == []
+    human = fw("status").stdout
+    assert "failed in the last hour: 3" in human and "Nothing is serving" in human
+    assert CANARY not in human and CANARY not in json.dumps(doc)
