@@ -3,6 +3,7 @@ file that changed behind the index's back, or that is corrupt."""
 
 import json
 import os
+import sys
 import time
 
 from conftest import fw, fwj, make_basics
@@ -79,3 +80,63 @@ def test_a_damaged_index_is_only_a_cold_cache(home):
         index.write_text("{not json")
     assert check() == expected
     fwj("resource", "list", "model")
+
+
+# -- a read saves what it refreshed (issue 31, item 7) ---------------------------------------------
+def indexed(home, name):
+    raw = (home / ".index" / f"{name}.json").read_text()
+    return json.loads(raw.partition("\n")[2])["files"]
+
+
+def hand_written_agents(home, count):
+    folder = home / "agents" / "default"
+    for n in range(count):
+        (folder / f"hand{n}.yaml").write_text("model: m1\n")
+
+
+def test_a_read_after_files_were_written_by_hand_saves_the_refreshed_index(home):
+    make_basics(with_key=False)
+    hand_written_agents(home, 50)
+    age(home)
+    names = sorted(i["name"] for i in fwj("agent", "list")["items"])
+    assert len(names) == 51
+    # the read saved what it read: the next one finds every hand-written file in the index
+    assert {f"agents/default/hand{n}.yaml" for n in range(50)} <= set(indexed(home, "agents"))
+    assert sorted(i["name"] for i in fwj("agent", "list")["items"]) == names
+
+
+def test_a_read_never_waits_for_nor_fails_on_the_index(home, tmp_path):
+    import stat
+    import subprocess
+
+    from conftest import fw_proc
+
+    make_basics(with_key=False)
+    age(home)
+    fwj("agent", "list")
+    before = (home / ".index" / "agents.json").read_bytes()
+    hand_written_agents(home, 5)
+    age(home)
+    # a writer holds the home's lock: the read answers at once and leaves the index to it
+    holder = subprocess.Popen([sys.executable, "-c", "import fcntl, os, sys, time; fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT); "
+                               "fcntl.flock(fd, fcntl.LOCK_EX); print('held', flush=True); time.sleep(60)", str(home / ".lock")],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        result = fw_proc("agent", "list", "--json", home=home, timeout=30)
+        assert result.exit_code == 0 and len(json.loads(result.stdout)["items"]) == 6
+        assert (home / ".index" / "agents.json").read_bytes() == before
+    finally:
+        holder.kill()
+        holder.wait()
+    # a home fw may not write: the read still answers, and leaves no temp file
+    mode = home.stat().st_mode
+    index_mode = (home / ".index").stat().st_mode
+    try:
+        os.chmod(home / ".index", stat.S_IRUSR | stat.S_IXUSR)
+        result = fw_proc("agent", "list", "--json", home=home, timeout=30)
+        assert result.exit_code == 0 and len(json.loads(result.stdout)["items"]) == 6
+    finally:
+        os.chmod(home / ".index", index_mode)
+        os.chmod(home, mode)
+    assert [p.name for p in (home / ".index").iterdir() if p.name.endswith(".tmp")] == []

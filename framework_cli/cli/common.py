@@ -17,7 +17,21 @@ def home_of(ctx: typer.Context) -> Home:
     root = ctx.find_root()
     home = Home.open((root.obj or {}).get("home"))
     secrets.remember_home(home)  # every output of this command is redacted of every stored secret
+    OPENED.append(home)
     return home
+
+
+OPENED: list[Home] = []  # the homes this invocation opened: what they refreshed of their index is saved at its end
+
+
+def keep_refreshed_indexes() -> None:
+    """At the end of a command: save what its reads refreshed of the index (see
+    `Home.keep_refreshed_index`); never an error."""
+    while OPENED:
+        try:
+            OPENED.pop().keep_refreshed_index()
+        except Exception:  # only a cache: a home that cannot keep it is read in full next time
+            pass
 
 
 def run_gateway(home: Home, run_id: str, sources: Any, on_call: Any) -> Any:

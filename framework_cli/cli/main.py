@@ -110,6 +110,8 @@ class FwGroup(TyperGroup):
         restore = _terminate_like_ctrl_c()
         try:
             code = self._guarded(args, prog_name, complete_var, as_json, extra)
+            if code != 130:
+                _keep_refreshed_indexes()
         finally:
             restore()
         if standalone_mode and code == 130 and _invocation["interrupted"]:
@@ -163,6 +165,12 @@ class FwGroup(TyperGroup):
             )
             code = 1
         return code
+
+
+def _keep_refreshed_indexes() -> None:
+    common = sys.modules.get("framework_cli.cli.common")
+    if common is not None:  # loaded by every command that opened a home
+        common.keep_refreshed_indexes()
 
 
 def _refuse_non_text(args: list[str]) -> None:

@@ -118,7 +118,7 @@ def check_home(home: Home, more_warnings: Checks = ()) -> dict[str, Any]:
     problems.extend(check_plugin_files(home))
     for check in more_warnings:
         warnings.extend(check(home))
-    home.save_index()
+    home.keep_refreshed_index()
     return {"home": str(home.root), "ok": not problems, "problems": problems, "warnings": warnings, "counts": counts}
 
 

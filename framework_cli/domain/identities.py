@@ -33,7 +33,7 @@ def _load_yaml_dir(home: Home, folder: str, kind: str) -> list[tuple[str, dict[s
             out.append((name, load_record(home, kind, name, rel), rel))
         except FwError:
             out.append((name, None, rel))
-    home.save_index()
+    home.keep_refreshed_index()
     return out
 
 
@@ -73,7 +73,7 @@ def get_principal(home: Home, name: str) -> dict[str, Any] | None:
     if not home.exists(rel):
         return None
     record = load_record(home, "principal", name, rel)
-    home.save_index()
+    home.keep_refreshed_index()
     return record
 
 
@@ -142,7 +142,7 @@ def _binding_record(home: Home, principal: str) -> dict[str, Any] | None:
     if not home.exists(rel):
         return None
     record = load_record(home, "binding", principal, rel)
-    home.save_index()
+    home.keep_refreshed_index()
     return record
 
 
@@ -176,7 +176,7 @@ def agent_bindings_of(home: Home, names: list[str]) -> tuple[dict[str, dict[str,
                 bindings[name] = _present_binding(home, name, load_record(home, "binding", name, f"{BINDINGS}/{name}.yaml"))
         except FwError:
             continue  # a corrupt file: `fw home check` names it
-    home.save_index()
+    home.keep_refreshed_index()
     return bindings, agents
 
 

@@ -40,7 +40,7 @@ def load_plugin(home: Home, name: str) -> dict[str, Any] | None:
     if not home.exists(plugin_rel(name)):
         return None
     record = load_record(home, "plugin", name, plugin_rel(name))
-    home.save_index()
+    home.keep_refreshed_index()
     return record
 
 

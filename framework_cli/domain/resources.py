@@ -83,7 +83,7 @@ def summaries(home: Home, spec: KindSpec, category: str | None = None) -> Iterat
 def scan(home: Home, kind: str, category: str | None = None) -> list[dict[str, Any]]:
     """Every resource of a kind as an index entry, read through the home's index."""
     out = [{"name": name, "category": cat, "path": rel, **cached} for cat, name, rel, cached in summaries(home, KINDS[kind], category)]
-    home.save_index()
+    home.keep_refreshed_index()
     return out
 
 
@@ -129,7 +129,7 @@ def resource_list(home: Home, kind: str, category: str | None = None) -> dict[st
     if category is not None:
         _require_category(home, spec, check_name(category, "category"))
     items = [_summary_item(home, spec, cat, name, entry) for cat, name, _, entry in summaries(home, spec, category)]
-    home.save_index()
+    home.keep_refreshed_index()
     return {"kind": kind, "items": items}
 
 

@@ -174,7 +174,7 @@ def read_definition(home: Home, spec: KindSpec, name: str) -> tuple[str, dict[st
     secret value (a key written into the file by hand) never goes in the index, and is read again."""
     category, rel = find_one(home, spec, name)
     entry = home.cached(rel, lambda text: _definition_entry(spec, name, rel, text), _checked_again, index_name=f"{spec.folder}-definitions")
-    home.save_index()
+    home.keep_refreshed_index()
     if "error" in entry:
         raise FwError("corrupt", entry["error"], entry["hint"], **entry["extra"])
     if "definition" not in entry:

@@ -460,6 +460,29 @@ class Home:
             except OSError:
                 pass
 
+    def keep_refreshed_index(self) -> None:
+        """After a command that only read: save what this process refreshed of the index (files
+        written by hand since the index was saved), so the next command does not read them all
+        again. Under the home's lock, taken only if it is free at once (a writer that holds it
+        saves its own); a read-only home or a full disk keeps the old index, and the read never
+        fails for it."""
+        if not self._dirty_indexes or self._planned is not None or self._lock_depth:
+            return
+        import fcntl
+
+        try:
+            fd = os.open(self.root / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError:
+            return  # a read-only home: not cached
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                return  # busy: another process writes the home now
+            self.save_index()
+        finally:
+            os.close(fd)
+
     def _write_index(self, name: str, text: str) -> None:
         """The index is only a cache: a home it cannot be written in (read-only, a full disk)
         is simply not cached, and no temp file is left behind."""
