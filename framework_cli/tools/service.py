@@ -35,6 +35,7 @@ from ..runtime.plugins import plugin_tools_now
 from ..runtime.sandbox import probe
 from ..suggest import did_you_mean, hint_with
 from . import audit
+from .arguments import PlainValidator, plain_validator
 from .assets import GATEWAY, ServiceCalls, asset_tools, offered
 from .registry import MANAGED_RUNTIME, RUN_CALL_CHECKS, SANDBOX_TOOLS, TOOL_PREFIX, TOOLS, group_tools
 from .sources import RunSources, list_mcp_tools, skill_description, skill_text
@@ -334,6 +335,10 @@ def _validator(schema: dict[str, Any]) -> Any:
     key = json.dumps(schema, sort_keys=True, ensure_ascii=False, default=str)
     if key in _VALIDATORS:
         return _VALIDATORS[key]
+    plain = plain_validator(schema)  # most schemas: checked without importing jsonschema
+    if plain is not None:
+        _VALIDATORS[key] = plain
+        return plain
     import jsonschema
 
     cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
@@ -353,9 +358,12 @@ def _validate_args(tool: Tool, args: Any) -> None:
     validator = _validator(tool.input_schema)
     if validator is None:
         return
-    import jsonschema  # lazy: start-up speed
+    if isinstance(validator, PlainValidator):
+        error: Any = validator.best_error(args)
+    else:
+        import jsonschema  # lazy: start-up speed
 
-    error = jsonschema.exceptions.best_match(validator.iter_errors(args))
+        error = jsonschema.exceptions.best_match(validator.iter_errors(args))
     if error is not None:
         where = "/".join(str(p) for p in error.absolute_path) or "(arguments)"
         # the validator's own message may quote the value; say what is wrong without it
