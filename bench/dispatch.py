@@ -62,7 +62,7 @@ def main() -> None:
             times["list"].append(timed(listing)[0])
             for workers in ("1", "4"):
                 post_turns(home, args.turns)
-                seconds, out = timed([fw, "--home", home, "dispatch", "--once", "--workers", workers, "--json"])
+                seconds, out = timed([fw, "--home", home, "dispatch", "--once", "--concurrency", workers, "--json"])
                 done = json.loads(out)["turns"]
                 if done["answered"] != args.turns:
                     sys.exit(f"dispatch answered {done['answered']} of {args.turns} turns: {done}")
@@ -73,8 +73,8 @@ def main() -> None:
     print(f"turns per dispatch, rounds:          {args.turns}, {args.rounds}")
     print(f"load average (1, 5, 15 min):         {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} cores")
     print(f"fw session list median:              {med['list'] * 1000:7.1f} ms")
-    print(f"dispatch --once --workers 1 median:  {med['1']:7.2f} s   {rate['1']:6.1f} turns/s")
-    print(f"dispatch --once --workers 4 median:  {med['4']:7.2f} s   {rate['4']:6.1f} turns/s (aim: 100 or more)")
+    print(f"dispatch --once --concurrency 1 :  {med['1']:7.2f} s   {rate['1']:6.1f} turns/s")
+    print(f"dispatch --once --concurrency 4 :  {med['4']:7.2f} s   {rate['4']:6.1f} turns/s (aim: 100 or more)")
     print(f"ratio (4 workers / 1 worker rate):   {rate['4'] / rate['1']:7.2f}")
     print(f"one turn, 4 workers / a listing:     {med['4'] / args.turns / med['list']:7.3f}")
 

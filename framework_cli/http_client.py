@@ -33,15 +33,18 @@ def http_client(scheme: str) -> Any:
         return client
 
 
-_async_clients: dict[tuple[int, str], Any] = {}  # (id of the event loop, scheme) -> its client
+_async_clients: dict[tuple[int, str, int], Any] = {}  # (id of the event loop, scheme, shard) -> its client
+SHARDS = 16  # clients a loop keeps a scheme: a pool of hundreds of connections is slow to pick from
 
 
-def async_http_client(scheme: str) -> Any:
+def async_http_client(scheme: str, shard: int = 0) -> Any:
     """The running event loop's HTTP client for `scheme` (an AsyncClient belongs to the loop it
-    was made in), made on first use; `close_async_clients` closes a loop's at its end."""
+    was made in), made on first use; `close_async_clients` closes a loop's at its end. Callers
+    that are many at once (the runs of an engine) spread over SHARDS clients by `shard`: each
+    client's pool then holds a few connections, kept alive, and picks one fast."""
     import asyncio
 
-    key = (id(asyncio.get_running_loop()), scheme)
+    key = (id(asyncio.get_running_loop()), scheme, shard % SHARDS)
     client = _async_clients.get(key)
     if client is None:
         import httpx

@@ -162,17 +162,16 @@ def agent_bindings_of(home: Home, names: list[str]) -> tuple[dict[str, dict[str,
     """Of these principals: which are of kind agent, and the binding of each of those whose
     binding can be read. Reads only their files (a corrupt one counts as absent), so it costs
     the same in a home of thousands of principals."""
-    principals, bound = set(principal_names(home)), set(principal_names(home, BINDINGS))
     agents: set[str] = set()
     bindings: dict[str, dict[str, Any]] = {}
     for name in names:
-        if name not in principals:
+        if not home.exists(f"{PRINCIPALS}/{name}.yaml"):
             continue
         try:
             if load_record(home, "principal", name, f"{PRINCIPALS}/{name}.yaml").get("kind") != "agent":
                 continue
             agents.add(name)
-            if name in bound:
+            if home.exists(f"{BINDINGS}/{name}.yaml"):
                 bindings[name] = _present_binding(home, name, load_record(home, "binding", name, f"{BINDINGS}/{name}.yaml"))
         except FwError:
             continue  # a corrupt file: `fw home check` names it

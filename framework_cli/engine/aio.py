@@ -19,6 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from ..http_client import close_async_clients
+from ..state.store import keep_stores_open
 
 T = TypeVar("T")
 FRONT_THREADS = 8  # for one run's blocking work
@@ -30,7 +31,7 @@ class Threads:
     """The engine's threads: `await threads(fn, *args)` runs `fn` on one of them."""
 
     def __init__(self, size: int = ENGINE_THREADS, name: str = "fw-engine") -> None:
-        self.pool = ThreadPoolExecutor(size, thread_name_prefix=name)
+        self.pool = ThreadPoolExecutor(size, thread_name_prefix=name, initializer=keep_stores_open)
 
     async def __call__(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         loop = asyncio.get_running_loop()

@@ -57,6 +57,8 @@ class ChatClient:
     """A model behind its provider's API: base_url (ending in /v1), key and model id, spoken in
     the provider's dialect (default: chat completions)."""
 
+    _made = 0
+
     def __init__(
         self, base_url: str, api_key: str, model_id: str, *, timeout: float = 60.0, stream: bool = False,
         dialect: Dialect | None = None, max_tokens: int | None = None,
@@ -70,6 +72,8 @@ class ChatClient:
         self.max_tokens = max_tokens
         self._api_key = api_key
         self.url = self._chat_request([], None).url  # where answers come from, as messages name it
+        ChatClient._made += 1
+        self._shard = ChatClient._made  # runs at once spread over the loop's clients (http_client.SHARDS)
 
     def _chat_request(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> HttpRequest:
         return self.dialect.chat_request(self.base_url, self._api_key, self.model_id, messages, tools,
@@ -122,7 +126,7 @@ class ChatClient:
         """One request and its answer, read whole (the caller bounds it by the deadline)."""
         import httpx
 
-        client = async_http_client("https" if request.url.startswith("https:") else "http")
+        client = async_http_client("https" if request.url.startswith("https:") else "http", self._shard)
         try:
             response = await client.send(self._request(client, request, content, deadline), stream=True)
             try:

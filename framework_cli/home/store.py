@@ -376,23 +376,39 @@ class Home:
         trusted whole; any other is read entry by entry, each checked before use."""
         files = self._indexes.get(name)
         if files is None:
-            files = {}
-            raw = self.read_text(f"{INDEX_DIR}/{name}.json") or ""
-            digest, _, body = raw.partition("\n")
-            if body and hashlib.sha256(body.encode("utf-8")).hexdigest() == digest:
+            rel = f"{INDEX_DIR}/{name}.json"
+            stamp = _stamp_of(f"{self._root}/{rel}")
+            known = _PARSED.get(f"{self._root}/{rel}")
+            if stamp is not None and known is not None and known[0] == stamp:
+                files, trusted = dict(known[1]), known[2]  # parsed already in this process: a copy of its entries
+            else:
+                files, trusted = self._parse_index(rel)
+                if stamp is not None and stamp == _stamp_of(f"{self._root}/{rel}"):
+                    _PARSED[f"{self._root}/{rel}"] = (stamp, dict(files), trusted)
+            if trusted:
                 self._trusted_indexes.add(name)
             else:
-                body = raw
-            try:
-                doc = json.loads(body) if body else None
-                if isinstance(doc, dict) and doc.get("version") == INDEX_VERSION and isinstance(doc.get("files"), dict):
-                    files = doc["files"]
-            except ValueError:
-                self._trusted_indexes.discard(name)  # a damaged index is only a cold cache
-            if files and name not in self._trusted_indexes:
+                self._trusted_indexes.discard(name)
+            if files and not trusted:
                 self._dirty_indexes.add(name)  # written again with its checksum, keeping only entries checked
             self._indexes[name] = files
         return files
+
+    def _parse_index(self, rel: str) -> tuple[dict[str, Any], bool]:
+        """The entries of one index file, and whether it is as fw wrote it (its checksum holds)."""
+        files: dict[str, Any] = {}
+        raw = self.read_text(rel) or ""
+        digest, _, body = raw.partition("\n")
+        trusted = bool(body) and hashlib.sha256(body.encode("utf-8")).hexdigest() == digest
+        if not trusted:
+            body = raw
+        try:
+            doc = json.loads(body) if body else None
+            if isinstance(doc, dict) and doc.get("version") == INDEX_VERSION and isinstance(doc.get("files"), dict):
+                files = doc["files"]
+        except ValueError:
+            trusted = False  # a damaged index is only a cold cache
+        return files, trusted
 
     def cached(
         self,
@@ -451,7 +467,9 @@ class Home:
             trusted = name in self._trusted_indexes
             live = {rel: v for rel, v in list(files.items()) if (trusted or rel in self._checked) and os.path.exists(f"{self._root}/{rel}")}
             body = json.dumps({"version": INDEX_VERSION, "files": live}, separators=(",", ":"))
-            self._write_index(name, hashlib.sha256(body.encode("utf-8")).hexdigest() + "\n" + body)
+            stamp = self._write_index(name, hashlib.sha256(body.encode("utf-8")).hexdigest() + "\n" + body)
+            if stamp is not None:  # what this process wrote need not be parsed again
+                _PARSED[f"{self._root}/{INDEX_DIR}/{name}.json"] = (stamp, dict(live), True)
             self._indexes[name] = live
             self._trusted_indexes.add(name)
         if dirty:
@@ -483,9 +501,9 @@ class Home:
         finally:
             os.close(fd)
 
-    def _write_index(self, name: str, text: str) -> None:
+    def _write_index(self, name: str, text: str) -> list[int] | None:
         """The index is only a cache: a home it cannot be written in (read-only, a full disk)
-        is simply not cached, and no temp file is left behind."""
+        is simply not cached, and no temp file is left behind. The stamp of the file written."""
         import tempfile
 
         tmp = None
@@ -496,13 +514,30 @@ class Home:
             with os.fdopen(fd, "w", encoding="utf-8") as handle:
                 handle.write(text)
             os.chmod(tmp, 0o644)
+            stamp = _stamp_of(tmp)  # a rename keeps it: the stamp of the file in place
             os.replace(tmp, folder / f"{name}.json")
+            return stamp
         except OSError:
             if tmp is not None:
                 try:
                     os.unlink(tmp)
                 except OSError:
                     pass
+            return None
+
+
+# Index files parsed in this process, by path: (their stamp, their entries, trusted). A process
+# that opens the home again and again (a dispatcher, a bot server: a Home a run) parses each
+# index once, not once a Home; a file changed since (its stamp) is parsed again.
+_PARSED: dict[str, tuple[list[int], dict[str, Any], bool]] = {}
+
+
+def _stamp_of(path: str) -> list[int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return [st.st_mtime_ns, st.st_size, st.st_ino]
 
 
 def _why_not_a_home(root: Path) -> str:

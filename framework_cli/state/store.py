@@ -34,6 +34,18 @@ _WRITERS: dict[str, threading.RLock] = {}  # a database's path -> the lock its w
 _WRITERS_GUARD = threading.Lock()
 
 
+_KEPT = threading.local()  # in a thread that keeps its stores open: its connection to each database
+
+
+def keep_stores_open() -> None:
+    """In the calling thread (a serving engine's worker, which does store work all day),
+    `StateStore.open` hands back the thread's own connection, kept open between uses: opening
+    a connection (and checking its migrations) costs more than most of what is done with it.
+    A kept connection whose file was replaced or removed, or that met an error, is opened
+    afresh."""
+    _KEPT.stores = {}
+
+
 def _writers(path: str) -> Any:
     with _WRITERS_GUARD:
         lock = _WRITERS.get(path)
@@ -53,6 +65,14 @@ def disk_is_full(path: str) -> bool:
     except OSError:
         return False
     return found.f_bavail * found.f_frsize < FULL_BELOW_BYTES or (found.f_files > 0 and found.f_favail == 0)
+
+
+def _file_id(path: str) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
 
 
 def now_iso() -> str:
@@ -83,7 +103,10 @@ class StateStore:
             raise error from None
         self._depth = 0
         self._lock = threading.RLock()
+        self._kept = False  # a thread's kept connection: `close` leaves it open
+        self._broken = False  # met an error: not kept
         self.migrate()
+        self._file = _file_id(self.path)
 
     def _leave_no_trace(self) -> None:
         """An open that failed for want of room leaves SQLite's side files half made (an empty
@@ -124,15 +147,34 @@ class StateStore:
         except (sqlite3.IntegrityError, sqlite3.ProgrammingError, sqlite3.InterfaceError):
             raise  # fw's own mistake, not the file's
         except sqlite3.DatabaseError as exc:
+            self._broken = True
             raise self._damaged(exc) from None
 
     @classmethod
     def open(cls, home: Any, busy_seconds: float | None = None) -> StateStore:
         """The home's store; `busy_seconds` bounds how long a writer waits for another's
-        transaction (a network door waits little, and answers 503 instead)."""
-        return cls(Path(home.root) / STATE_FILE, busy_seconds)
+        transaction (a network door waits little, and answers 503 instead). In a thread that
+        keeps its stores open (`keep_stores_open`), the thread's own connection."""
+        path = Path(home.root) / STATE_FILE
+        kept = getattr(_KEPT, "stores", None)
+        if kept is None or busy_seconds is not None:
+            return cls(path, busy_seconds)
+        store = kept.get(str(path))
+        if store is not None and store._depth > 0:
+            return cls(path)  # in a transaction further up this thread: a connection of its own, as ever
+        if store is not None and not store._broken and store._file == _file_id(str(path)):
+            return store
+        if store is not None:  # the file was replaced or removed, or the connection met an error
+            store._kept = False
+            store.close()
+        store = cls(path)
+        store._kept = True
+        kept[str(path)] = store
+        return store
 
     def close(self) -> None:
+        if self._kept and not self._broken:
+            return  # the thread's kept connection: open for its next use
         self.db.close()
 
     def __enter__(self) -> StateStore:

@@ -54,6 +54,7 @@ class _QuietServer(ThreadingHTTPServer):
     print nothing, since a test runner would read it as the next command's output."""
 
     daemon_threads = True
+    request_queue_size = 1024  # hundreds of runs may connect at once (a benchmark of many conversations)
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         pass
