@@ -30,8 +30,12 @@ def canary_marks(value: str) -> list[str]:
     import html
     from urllib.parse import quote, quote_plus
 
-    found = {value, quote(value, safe=""), quote_plus(value, safe=""), html.escape(value), html.escape(value, quote=False),
-             json.dumps(value)[1:-1], json.dumps(value).replace("/", "\\/")[1:-1]}
+    escaped = json.dumps(value)[1:-1]
+    found = {value, quote(value, safe=""), quote_plus(value, safe=""), quote(value), quote_plus(value, safe="/"),
+             html.escape(value), html.escape(value, quote=False), html.escape(value).replace("&quot;", "&#34;").replace("&#x27;", "&#39;"),
+             "".join(c if c.isalnum() or c in "-_." else f"&#{ord(c)};" for c in value),  # every sign a numeric entity
+             escaped, escaped.replace("/", "\\/"),
+             escaped.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")}  # as Go's encoder writes it
     return sorted({form[: (len(form) + 1) // 2] for form in found})
 
 

@@ -369,3 +369,48 @@ def test_a_serving_command_stopped_with_no_run_in_flight_exits_0(home, command, 
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == 0, (out, err)
     assert "Traceback" not in err and "interrupted" not in out + err, (out, err)
+
+
+# -- what one bot's door may not share with another's, and what a removed bot leaves --------------------
+def test_two_bots_sharing_a_token_or_a_secret_are_refused_at_start_and_nothing_listens(home):
+    setup()
+    bot("qq", token=TOKEN)
+    bot("qq2", token=TOKEN)
+    r = fw("bot", "serve", "qq", "qq2", "--listen", "127.0.0.1:0", "--json")
+    assert r.exit_code == 4 and "share one access token" in r.json["error"]["message"] and r.json["error"]["field"] == "access_token"
+    fwj("bot", "set", "qq2", "--access-token-stdin", input=TOKEN + "-2")
+    fwj("bot", "set", "qq", "--secret-stdin", input=SECRET)
+    fwj("bot", "set", "qq2", "--secret-stdin", input=SECRET)
+    r = fw("bot", "serve", "qq", "qq2", "--listen", "127.0.0.1:0", "--json")
+    assert r.exit_code == 4 and "share one secret" in r.json["error"]["message"] and r.json["error"]["field"] == "secret"
+    assert TOKEN not in r.stdout and SECRET not in r.stdout
+
+
+def test_a_removed_bot_leaves_no_state_and_a_new_url_forgets_the_old_accounts_id(home):
+    setup()
+    bot("qq", token=TOKEN)
+    served, listening, url = serve_bots(home, "qq")
+    with served:
+        with connect(listening["websocket"], open_timeout=10,
+                     additional_headers={"Authorization": f"Bearer {TOKEN}", "X-Self-ID": str(SELF_ID)}) as ws:
+            served.next(lambda r: r.get("type") == "connected")
+            ws.send(json.dumps(heartbeat()))
+            time.sleep(0.5)
+        served.next(lambda r: r.get("type") == "disconnected")
+    assert fwj("bot", "show", "qq")["self_id"] == str(SELF_ID)
+    # an event waits for the socket: a removed bot's waiting events are cancelled, not answered by a bot added again
+    served, _, url = serve_bots(home, "qq")
+    with served:
+        pass
+    with OneBotServer() as napcat:
+        fwj("bot", "set", "qq", "--url", napcat.url)
+        assert fwj("bot", "show", "qq")["self_id"] is None  # another implementation: its id is learned again
+    removed = fwj("bot", "remove", "qq")
+    assert removed["removed"] is True and removed["cancelled_events"] == 0
+    tables = ("onebot_links", "onebot_seen", "onebot_sent", "onebot_status")
+    from conftest import state_rows
+
+    assert {t: state_rows(home, f"SELECT * FROM {t} WHERE bot = 'qq'") for t in tables} == {t: [] for t in tables}
+    bot("qq", token=TOKEN)
+    shown = fwj("bot", "show", "qq")
+    assert shown["self_id"] is None and shown["online"] is False

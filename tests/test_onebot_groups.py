@@ -155,7 +155,7 @@ def test_kick_me_the_bot_leaving_and_joining_and_media_and_anonymous_senders_bec
                 {"post_type": "notice", "notice_type": "group_increase", "sub_type": "invite", "self_id": SELF_ID, "user_id": SELF_ID,
                  "group_id": 30004, "operator_id": 20008, "time": 3},
                 message([{"type": "image", "data": {"file": "abc.jpg", "url": "https://multimedia.nt.qq.com.cn/abc"}}], message_id=30),
-                message([text("guess who")], message_id=31, sub_type="anonymous",
+                message([text("guess who")], message_id=31, sub_type="anonymous", user=80000000,  # as go-cqhttp sends it
                         anonymous={"id": 4242, "name": "Masked", "flag": "anon-flag"}),
             ]
             events = []

@@ -113,7 +113,7 @@ def test_bots_are_added_listed_shown_changed_and_removed(home):
     human = fw("bot", "show", "desk")
     assert "offline" in human.stdout and "withheld: kick_member" in human.stdout
     assert fwj("bot", "set", "desk", "--unsupported-api", "")["unsupported_apis"] == []
-    assert fwj("bot", "remove", "desk") == {"bot": "desk", "removed": True}
+    assert fwj("bot", "remove", "desk") == {"bot": "desk", "removed": True, "cancelled_events": 0}
     assert fw("bot", "show", "desk", "--json").json["error"]["code"] == "not_found"
     again = fwj("bot", "add", "desk", "--adapter", "local", "--principal", "p1")
     assert again["online"] is True  # a bot added again starts online

@@ -47,6 +47,11 @@ def pieces_of(value, size=8):
     pytest.param(lambda k: html.escape(k), id="html-escaped"),
     pytest.param(lambda k: k[:-1], id="cut-by-one"),
     pytest.param(lambda k: json.dumps(k)[1:-1], id="json-escaped"),
+    pytest.param(lambda k: quote(k), id="url-encoded-keeping-slashes"),
+    pytest.param(lambda k: html.escape(k).replace("&quot;", "&#34;").replace("&#x27;", "&#39;"), id="html-decimal-quotes"),
+    pytest.param(lambda k: "".join(c if c.isalnum() else f"&#{ord(c)};" for c in k), id="html-numeric-entities"),
+    pytest.param(lambda k: json.dumps(k)[1:-1].replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026"),
+                 id="json-escaped-as-go-does"),
 ])
 def test_an_echoed_key_in_any_form_is_redacted_in_output_and_in_state_db(home, echo):
     said = f"invalid api key: {echo(ODD_CANARY)} (check your account)"
@@ -137,3 +142,22 @@ def test_an_mcp_servers_stderr_with_a_secret_across_the_cut_shows_no_piece_of_it
     assert not [p for p in pieces_of(secret) if p in record]
     shown = fw("run", "show", run_id)
     assert not [p for p in pieces_of(secret) if p in shown.output]
+
+
+def test_an_mcp_servers_stderr_line_longer_than_is_kept_leaves_no_piece_of_a_secret_past_the_cut(home):
+    """A line longer than fw keeps (16 KiB) is cut once; the rest of that line is skipped up to
+    its newline, never kept as lines of its own that a secret across the cut could end or start."""
+    secret = "env-SECRET-fedcba9876543210zyxwvu"
+    line = "y" * (16384 - 12) + "$RAW_TOKEN" + "z" * 40000 + "$RAW_TOKEN" + "q" * 3000
+    data = {"transport": "stdio", "command": sys.executable, "args": [RAW, "--stderr", line + "\nthe last words"],
+            "env": {"RAW_TOKEN": secret}}
+    fwj("resource", "write", "mcp", "dies", "--create", "--data", json.dumps(data))
+    agent_on("http://127.0.0.1:9/v1", key=CANARY)
+    fwj("agent", "edit", "a1", "--mcp", "dies")
+    started = fw_proc("run", "start", "--agent", "a1", "--json", home=home)
+    assert started.exit_code == 0, started
+    run_id = json.loads(started.stdout)["run_id"]
+    record = (home / "runs" / f"{run_id}.json").read_text()
+    detail = next(u["detail"] for u in json.loads(record)["unavailable_tools"] if u["name"] == "mcp__dies__*")
+    assert "the last words" in detail and "zzzz" not in detail and "qqqq" not in detail, detail
+    assert not [p for p in pieces_of(secret) if p in record + started.output]

@@ -108,10 +108,16 @@ def show(ctx: typer.Context, name: NameArg, as_json: JsonOpt = False) -> None:
 
 @app.command("remove")
 def remove(ctx: typer.Context, name: NameArg, as_json: JsonOpt = False) -> None:
-    """Remove a bot. Runs started for it can no longer act through it."""
+    """Remove a bot. Runs started for it can no longer act through it; its events still waiting
+    are cancelled, and what state.db kept of it (its own id, the reports it saw) is forgotten."""
     from ..platform.bots import bot_remove  # lazy: start-up speed
+    from ..runtime.bot_events import forget_bot  # lazy: start-up speed
+    from ..state.store import StateStore  # lazy: start-up speed
 
-    doc = bot_remove(home_of(ctx), name)
+    home = home_of(ctx)
+    doc = bot_remove(home, name)
+    with StateStore.open(home) as store:
+        doc["cancelled_events"] = forget_bot(store, name)
     emit(doc, as_json, lambda c: c.print(f"Removed bot {name}."))
 
 
@@ -245,6 +251,8 @@ def serve_line(r: dict[str, Any]) -> str:
         return f"{bot}its own id is {r['self_id']}"
     if kind == "report_door_off":
         return f"{bot}takes no HTTP reports here: {r['why']}"
+    if kind == "internal":
+        return f"{bot}INTERNAL ERROR: {r['why']}"
     if kind == "busy":
         return f"{bot}answered 503: {r['why']}"
     if kind == "stopped":

@@ -13,6 +13,7 @@ spoken already, and the group must not hear it twice).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -40,6 +41,7 @@ class BotEvents:
         self.gateway = gateway
         self.ready = ready or (lambda bot: True)  # a bot whose events can run now (its socket is connected)
         self.since = bot_events.stamp()  # events older than this were left by an earlier server
+        self._forgot_at = -1e9
 
     # -- claiming -------------------------------------------------------------------------------
     def claim(self, store: StateStore, owner: str, limit: int) -> list[Item]:
@@ -146,6 +148,9 @@ class BotEvents:
                     (status, note, None if status == PENDING else now_iso(), row["id"], RUNNING, row["attempts"],
                      *(() if row["owner"] is None else (row["owner"],)))).rowcount
         bot_events.expire(store, self.bots, self.since)
+        if time.monotonic() - self._forgot_at > 3600:  # at the start, then hourly: ended events older than a week go
+            bot_events.forget_old(store)
+            self._forgot_at = time.monotonic()
         return taken
 
 

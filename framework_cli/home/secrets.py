@@ -63,19 +63,26 @@ def forget_all() -> None:
 
 def forms(value: str) -> set[str]:
     """The value, and each form text may carry it in: JSON-escaped (`"` and `\\` escaped, `/`
-    as `\\/` as PHP and some servers write it, non-ASCII as `\\uXXXX`), URL-encoded (upper- and
-    lower-case hex, a space as `%20` or `+`) and HTML-escaped (`&#x27;` or `&#39;`)."""
+    as `\\/` as PHP and some servers write it, non-ASCII as `\\uXXXX` in lower or upper case,
+    `<`, `>` and `&` as `\\u003c` as Go writes them), URL-encoded (`/` kept or not, `~` as `%7E`,
+    upper- and lower-case hex, a space as `%20` or `+`) and HTML-escaped (named, `&#34;`/`&#39;`,
+    or every sign as a numeric entity)."""
     from html import escape
     from urllib.parse import quote, quote_plus
 
     found = {value}
     for ascii_only in (False, True):
         escaped = json.dumps(value, ensure_ascii=ascii_only)[1:-1]
-        found.update((escaped, escaped.replace("/", "\\/")))
-    for encoded in (quote(value, safe=""), quote_plus(value, safe="")):
-        found.update((encoded, re.sub(r"%[0-9A-F]{2}", lambda m: m.group(0).lower(), encoded)))
+        go = escaped.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+        upper = re.sub(r"\\u[0-9a-f]{4}", lambda m: "\\u" + m.group(0)[2:].upper(), go)
+        found.update((escaped, escaped.replace("/", "\\/"), go, upper))
+    for encoded in (quote(value, safe=""), quote_plus(value, safe=""), quote(value, safe="/"), quote_plus(value, safe="/")):
+        for form in (encoded, encoded.replace("~", "%7E")):
+            found.update((form, re.sub(r"%[0-9A-F]{2}", lambda m: m.group(0).lower(), form)))
     for html in (escape(value, quote=True), escape(value, quote=False)):
-        found.update((html, html.replace("&#x27;", "&#39;")))
+        found.update((html, html.replace("&#x27;", "&#39;"), html.replace("&quot;", "&#34;").replace("&#x27;", "&#39;")))
+    for kept in ("-_.", ""):  # every sign as a numeric entity, or all but these
+        found.add("".join(c if c.isalnum() or c in kept else f"&#{ord(c)};" for c in value))
     return found
 
 
@@ -89,32 +96,46 @@ class _Matcher:
         short: set[str] = set()
         pieces: set[str] = set()
         self.by_start: dict[str, list[str]] = {}  # the first MIN_PIECE characters -> the forms that start so
+        self.prefixes: set[str] = set()  # every proper leading piece of every form (`unsafe_tail`)
         for value in values:
             for form in forms(value):
+                self.prefixes.update(form[:size] for size in range(1, len(form)))
                 if len(value) < WHOLE_WORD_BELOW:
                     short.add(form)
                     continue
                 pieces.add(form[: _shortest_piece(form)])
                 self.by_start.setdefault(form[:MIN_PIECE], []).append(form)
+        self.longest_prefix = max(map(len, self.prefixes), default=0)
         alternatives = [f"(?<!{_WORD}){re.escape(f)}(?!{_WORD})" for f in sorted(short, key=len, reverse=True)]
         alternatives += [re.escape(p) for p in sorted(pieces, key=len, reverse=True)]
         alternatives.append(_TOKEN_SHAPE)
         self.pattern = re.compile("|".join(alternatives))
 
     def spans(self, text: str) -> Any:
-        """(start, end) of each secret in the text, left to right, none overlapping."""
+        """(start, end) of each secret in the text, left to right, none overlapping: secrets
+        that overlap (a short one, and a longer one starting inside it) are one span."""
         at = 0
         while True:
             found = self.pattern.search(text, at)
             if found is None:
                 return
-            start, end = found.span()
-            for form in self.by_start.get(text[start : start + MIN_PIECE], ()):
-                size = _common_prefix(text, start, form)
-                if size >= _shortest_piece(form):
-                    end = max(end, start + size)
+            start, end = found.start(), self._end(text, found)
+            probe = start + 1
+            while probe < end and (more := self.pattern.search(text, probe)) is not None and more.start() < end:
+                end = max(end, self._end(text, more))
+                probe = more.start() + 1
             yield start, end
             at = max(end, start + 1)
+
+    def _end(self, text: str, found: Any) -> int:
+        """Where the secret found ends: the match, or further, to the end of the longest form
+        whose leading piece starts there."""
+        start, end = found.span()
+        for form in self.by_start.get(text[start : start + MIN_PIECE], ()):
+            size = _common_prefix(text, start, form)
+            if size >= _shortest_piece(form):
+                end = max(end, start + size)
+        return end
 
     def sub(self, text: str) -> str:
         pieces, last = [], 0
@@ -351,14 +372,20 @@ def _retire(home: Home, values: list[str]) -> None:
     home.write_text(RETIRED, json.dumps(kept[-MAX_RETIRED:], indent=2) + "\n", secret=True)
 
 
+_TOKEN_COMING = re.compile(r"f(?:w(?:g(?:t(?:_[A-Za-z0-9_-]*)?)?)?)?\Z")  # a gateway token, maybe not whole yet
+
+
 def unsafe_tail(text: str) -> int:
     """How many characters at the end of `text` could be the start of a remembered secret, in
-    any of its forms: text shown as it streams in holds them back until the next piece tells."""
+    any of its forms, or of a gateway token: text shown as it streams in holds them back until
+    the next piece tells."""
+    matcher = _known_matcher() if _known else None
     longest = 0
-    for value in _known:
-        for form in forms(value):
-            for size in range(min(len(form) - 1, len(text)), longest, -1):
-                if text.endswith(form[:size]):
-                    longest = size
-                    break
+    for size in range(min(len(text), matcher.longest_prefix if matcher else 0), 0, -1):
+        if text[-size:] in matcher.prefixes:  # type: ignore[union-attr]
+            longest = size
+            break
+    coming = _TOKEN_COMING.search(text[-200:])
+    if coming is not None:
+        longest = max(longest, len(text[-200:]) - coming.start())
     return longest

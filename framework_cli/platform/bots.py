@@ -16,7 +16,7 @@ from ..home.kinds import check_name
 from ..home.records import edit_record, validate_record
 from ..home.store import Home
 from ..suggest import did_you_mean, hint_with
-from .adapters import ADAPTER_MODULES, adapter_for, supported_apis
+from .adapters import ADAPTER_MODULES, adapter_for, onebot, supported_apis
 
 
 def adapter_of(home: Home, name: str, bot: dict[str, Any]) -> Any:
@@ -144,9 +144,11 @@ def bot_remove(home: Home, name: str) -> dict[str, Any]:
     """Remove the bot's file. Its runs can no longer act through it (`adapter_offline`); a
     local bot's platform and log stay in state.db, for a bot added again under its name."""
     with home.locked():
-        load_bot(home, name)
+        bot = load_bot(home, name)
         home.remove(bot_rel(name))
         secrets.remove(home, BOT_SECRETS, name)  # a bot added again under its name is given its token again
+        if bot["adapter"] == "onebot":
+            onebot.forget_bot(home, name)
     return {"bot": name, "removed": True}
 
 
@@ -205,6 +207,8 @@ def bot_set(home: Home, name: str, *, unsupported_apis: list[str] | None = None,
             secrets.save(home, BOT_SECRETS, name, values)
         if patch:
             edit_record(home, "bot", bot_rel(name), patch)
+        if url is not None and (url or None) != bot.get("url") and not home.is_dry_run:
+            onebot.forget_self_id(home, name)  # another implementation, maybe another account
         if online is not None and not home.is_dry_run:
             adapter_of(home, name, bot).set_online(online)
     shown = bot_show(home, name)

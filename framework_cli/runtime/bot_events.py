@@ -61,9 +61,17 @@ def expire(store: StateStore, bots: list[str], since: str) -> int:
              before, *bots)).rowcount)
 
 
+def forget_bot(store: StateStore, bot: str) -> int:
+    """A bot removed: its waiting events are `cancelled` (a bot added again under its name
+    does not answer them); how many."""
+    with store.transaction():
+        return int(store.execute("UPDATE bot_events SET status = ?, error = ?, ended_at = ? WHERE bot = ? AND status = ?",
+                                 (CANCELLED, "its bot was removed", now_iso(), bot, PENDING)).rowcount)
+
+
 def forget_old(store: StateStore) -> None:
     with store.transaction():
-        store.execute("DELETE FROM bot_events WHERE status NOT IN (?, ?) AND received_at < ?", (PENDING, RUNNING, stamp(-KEEP_SECONDS)))
+        store.execute("DELETE FROM bot_events WHERE status NOT IN (?, ?) AND ended_at < ?", (PENDING, RUNNING, stamp(-KEEP_SECONDS)))
 
 
 def waiting(store: StateStore, bots: list[str] | None = None) -> int:

@@ -748,14 +748,20 @@ async def _keep_stderr(stream: Any, conn: _Connection) -> None:
     import anyio
 
     rest = b""
+    skipping = False  # the rest of a line too long to keep, up to its newline: never kept as lines of its own
     try:
         async for chunk in stream:
+            if skipping:
+                newline = chunk.find(b"\n")
+                if newline < 0:
+                    continue
+                chunk, skipping = chunk[newline + 1:], False
             *lines, rest = (rest + chunk).split(b"\n")
             for line in lines:
                 conn.stderr.append(line[:STDERR_LINE_KEPT].decode("utf-8", "replace"))
             if len(rest) > STDERR_LINE_KEPT:
                 conn.stderr.append(rest[:STDERR_LINE_KEPT].decode("utf-8", "replace"))
-                rest = b""
+                rest, skipping = b"", True
     except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
         pass
     finally:

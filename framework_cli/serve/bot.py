@@ -62,6 +62,10 @@ STORE_THREADS = 4
 LOGIN_SECONDS = 5.0  # for an HTTP bot's `get_login_info`, when its own id is not known yet
 
 
+class GaveUp(Exception):
+    """The door stopped waiting for this store work: it rolls back."""
+
+
 class Refused(Exception):
     """A request refused with this status; `why` is logged (rate-limited)."""
 
@@ -87,7 +91,7 @@ def plan_bots(home: Home, names: list[str], host: str) -> tuple[list[ServedBot],
     if not names:
         raise FwError("usage", "name the bots to serve, or give --all", "e.g. fw bot serve qq, or fw bot serve --all")
     loopback = is_loopback(host)
-    bots, notes, tokens = [], [], {}
+    bots, notes, tokens, secrets_of = [], [], {}, {}
     for name in dict.fromkeys(names):
         bot = load_bot(home, name)
         if bot["adapter"] != "onebot":
@@ -100,6 +104,12 @@ def plan_bots(home: Home, names: list[str], host: str) -> tuple[list[ServedBot],
                           f"give one of them its own: `printf %s \"$TOKEN\" | fw bot set {name} --access-token-stdin`", field="access_token")
         if token:
             tokens[token] = name
+        if secret and secret in secrets_of:
+            raise FwError("invalid", f"bots {secrets_of[secret]!r} and {name!r} share one secret, so a signed report could be "
+                          "taken for either of them", f"give one of them its own: `printf %s \"$SECRET\" | fw bot set {name} --secret-stdin`",
+                          field="secret")
+        if secret:
+            secrets_of[secret] = name
         served = ServedBot(name, bot.get("url"), token, secret, onebot.status_view(home, name)["self_id"], True)
         if served.url and not secret and not loopback:
             why = (f"bot {name!r} has no secret, so anyone who can reach {host} could post it reports that run its agent; "
@@ -134,8 +144,12 @@ class BotDoor:
         self._store.shutdown(wait=False, cancel_futures=True)
 
     # -- store work, off the loop ----------------------------------------------------------------
-    async def stored(self, work: Callable[[StateStore], Any], seconds: float = STORE_SECONDS) -> Any:
-        """`work(store)` on a store thread, within `seconds` (TimeoutError past them)."""
+    async def stored(self, work: Callable[[StateStore], Any], seconds: float = STORE_SECONDS,
+                     gave_up: threading.Event | None = None) -> Any:
+        """`work(store)` on a store thread, within `seconds` (TimeoutError past them). With
+        `gave_up`, the answer is the work's own outcome: past the time, `gave_up` is set (the
+        work checks it before it commits, and rolls back) and the work is waited for; only a
+        work that did not commit raises TimeoutError, so a 503 always means nothing was kept."""
 
         def run() -> Any:
             store = getattr(self._stores, "store", None)
@@ -149,7 +163,16 @@ class BotDoor:
                 raise
 
         loop = asyncio.get_running_loop()
-        return await asyncio.wait_for(loop.run_in_executor(self._store, run), seconds)
+        job = loop.run_in_executor(self._store, run)
+        if gave_up is None:
+            return await asyncio.wait_for(job, seconds)
+        done, _ = await asyncio.wait([job], timeout=seconds)
+        if not done:
+            gave_up.set()
+        try:
+            return await job  # a work that had started commits or rolls back within its busy timeout
+        except GaveUp:
+            raise TimeoutError from None
 
     async def stored_or_said(self, work: Callable[[StateStore], Any], what: str) -> Any:
         """Store work whose failure is only said (a heartbeat, the socket's state), never fatal."""
@@ -167,8 +190,11 @@ class BotDoor:
         stored in time (the HTTP door answers 503)."""
 
         decision: dict[str, Any] = {}
+        gave_up = threading.Event()
 
         def read_and_note(store: StateStore) -> tuple[Report, bool]:
+            if gave_up.is_set():
+                raise GaveUp
             report = read_report(data, bot.self_id, onebot.said_by_bot(store, bot.name))
             if report.kind != "event":
                 return report, False
@@ -179,13 +205,15 @@ class BotDoor:
                     onebot.record_status(store, bot.name, last_event_at=now_iso(), self_id=bot.self_id or report.self_id)
                     if "principal" in decision:
                         bot_events.enqueue(store, bot.name, decision["principal"], report.event)  # type: ignore[arg-type]
+                if gave_up.is_set():
+                    raise GaveUp  # answered 503: roll back, so that the implementation's retry is the one kept
             if fresh and "principal" in decision:
                 decision["waiting"] = bot_events.waiting_of(store, decision["principal"])
                 work.changed()  # the engine looks at once
             return report, fresh
 
         try:
-            report, fresh = await self.stored(read_and_note)
+            report, fresh = await self.stored(read_and_note, gave_up=gave_up)
         except (TimeoutError, asyncio.TimeoutError):
             self.say({"type": "busy", "bot": bot.name, "why": "state.db was busy: the report could not be stored in time"})
             return False
@@ -271,7 +299,13 @@ class BotDoor:
                 return Response(status_code=400)
             self.say({"type": "ignored", "why": "a report that is not JSON"})  # answered, as a report fw cannot read is
             return Response(status_code=204)
-        if not await self.take(bot, data):
+        try:
+            taken = await self.take(bot, data)
+        except Exception as exc:  # a bug of fw's: said as one, and answered 500 (the implementation retries)
+            self.say({"type": "internal", "bot": bot.name, "why": f"unexpected error {type(exc).__name__} on a report; "
+                      "this is a bug in fw, please report it"})
+            return Response(status_code=500)
+        if not taken:
             return Response(status_code=503, headers={"Retry-After": "1"})
         return Response(status_code=204)
 
@@ -298,6 +332,12 @@ class BotDoor:
         signed = [b for b in candidates if b.secret and onebot.signature_ok(b.secret, body, signature)]
         if signed:
             return signed[0]
+        if self_id and self_id.strip().isdigit():  # a new account behind a bot's implementation: its secret says which
+            moved = [b for b in doors if b.secret and b not in candidates and onebot.signature_ok(b.secret, body, signature)]
+            if moved:
+                moved[0].self_id = self_id.strip()
+                self.say({"type": "learned", "bot": moved[0].name, "self_id": moved[0].self_id})
+                return moved[0]
         unsigned = [b for b in candidates if not b.secret]
         if len(unsigned) == 1:
             return unsigned[0]
@@ -379,7 +419,13 @@ class BotDoor:
 
     async def _consume(self, reports: asyncio.Queue[Any], bot: ServedBot, link: onebot.SocketLink) -> None:
         while (frame := await reports.get()) is not None:
-            if not await self.take(bot, frame, link):
+            try:
+                taken = await self.take(bot, frame, link)
+            except Exception as exc:  # a bug of fw's: said as one; the socket goes on
+                self.say({"type": "internal", "bot": bot.name, "why": f"unexpected error {type(exc).__name__} on a frame; "
+                          "this is a bug in fw, please report it"})
+                continue
+            if not taken:
                 self.say({"type": "failed", "bot": bot.name, "why": "a frame was skipped: state.db was busy"})
 
     # -- liveness -------------------------------------------------------------------------------

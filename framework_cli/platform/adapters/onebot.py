@@ -533,6 +533,22 @@ def forget_link_in(store: StateStore, bot: str) -> None:
         store.execute("DELETE FROM onebot_links WHERE bot = ? AND owner = ?", (bot, OWNER))
 
 
+def forget_bot(home: Home, bot: str) -> None:
+    """A bot removed: what state.db kept of it (its socket, the reports it saw, the messages it
+    sent, its heartbeats and own id) goes, so that a bot added again under its name starts
+    afresh."""
+    with StateStore.open(home) as store, store.transaction():
+        for table in ("onebot_links", "onebot_seen", "onebot_sent", "onebot_status"):
+            store.execute(f"DELETE FROM {table} WHERE bot = ?", (bot,))
+
+
+def forget_self_id(home: Home, bot: str) -> None:
+    """The bot now reaches another implementation (its url changed): its own id is learned
+    again, from that one."""
+    with StateStore.open(home) as store, store.transaction():
+        store.execute("UPDATE onebot_status SET self_id = NULL WHERE bot = ?", (bot,))
+
+
 def token_matches(token: str, given: str) -> bool:
     return hmac.compare_digest(given.encode(), token.encode())
 

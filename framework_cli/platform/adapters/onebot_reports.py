@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+MIN_BEAT_SECONDS, MAX_BEAT_SECONDS = 1.0, 86400.0  # a heartbeat interval outside these is taken as the nearer bound
 SYSTEM_USER = "80000000"  # QQ's own notices come as messages from this user
 MEDIA = ("image", "file", "record", "video")
 
@@ -175,7 +176,8 @@ def _message_event(report: dict[str, Any], self_id: str | None, said_by_bot: Sai
     user = _string(report.get("user_id"))
     if self_id is not None and user == self_id:
         return "a message the bot itself sent"
-    if user == SYSTEM_USER:
+    anonymous = report.get("sub_type") == "anonymous" and isinstance(report.get("anonymous"), dict)
+    if user == SYSTEM_USER and not anonymous:  # go-cqhttp gives anonymous senders this user_id too
         return "a notice of QQ's system user 80000000"
     read = read_message(report.get("message", ""), self_id, said_by_bot)
     message: dict[str, Any] = {"id": _ident(report, "message_id"), "text": read.text, "mentions_bot": read.mentions_bot or kind == "private"}
@@ -226,6 +228,8 @@ def _meta(report: dict[str, Any]) -> Report:
     if kind == "heartbeat":
         interval = report.get("interval")
         seconds = interval / 1000 if isinstance(interval, (int, float)) and not isinstance(interval, bool) and interval > 0 else None
+        if seconds is not None and not MIN_BEAT_SECONDS <= seconds <= MAX_BEAT_SECONDS:
+            seconds = min(max(seconds, MIN_BEAT_SECONDS), MAX_BEAT_SECONDS)  # nonsense (a day, a microsecond) is bounded
         return Report("meta", online=status_online(report.get("status")), note="heartbeat", heartbeat_seconds=seconds)
     return Report("ignored", note=f"meta event {kind!r} is not one fw reads")
 
