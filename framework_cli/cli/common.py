@@ -136,9 +136,10 @@ def complete_run(ctx: typer.Context, incomplete: str) -> list[str]:
 def _state_names(ctx: typer.Context, names_of: Callable[[Any], Iterable[str]]) -> list[str]:
     """Names from state.db, read only when it exists: completing never creates it."""
     from ..runtime.sessions import store_for  # lazy: start-up speed
+    from ..state.store import state_exists  # lazy: start-up speed
 
     def read(home: Home) -> Iterable[str]:
-        if not (home.root / "state.db").exists():
+        if not state_exists(home):
             return []
         with store_for(home) as store:
             return list(names_of(store))

@@ -15,7 +15,7 @@ from ..domain.runs import run_end, run_list
 from ..errors import FwError
 from ..home.kinds import check_name
 from ..home.store import Home
-from ..state.store import now_iso
+from ..state.store import now_iso, state_exists
 from .sessions import BACKLOG, CANCELLED, PENDING, store_for
 
 
@@ -23,7 +23,7 @@ def holdings(home: Home, name: str) -> list[str]:
     """What `name` holds besides its file, as plan items: `session/S` (a membership),
     `memory/NAME` (its memory), `bot/B` (a bot handing it events)."""
     items: list[str] = []
-    if (home.root / "state.db").exists():
+    if state_exists(home):
         with store_for(home) as store:
             items += [f"session/{r['session']}" for r in store.all("SELECT session FROM members WHERE principal = ? ORDER BY session", (name,))]
             if store.one("SELECT 1 AS x FROM memory WHERE principal = ? LIMIT 1", (name,)):
@@ -84,7 +84,7 @@ def principal_delete_check(home: Home, name: str) -> None:
 
 
 def _forget(home: Home, name: str, held: list[str]) -> None:
-    if (home.root / "state.db").exists():
+    if state_exists(home):
         with store_for(home) as store, store.transaction():
             store.execute("DELETE FROM members WHERE principal = ?", (name,))
             store.execute("DELETE FROM memory WHERE principal = ?", (name,))

@@ -26,7 +26,7 @@ from ..errors import FwError
 from ..home import secrets
 from ..home.kinds import check_name
 from ..home.store import Home
-from ..state.store import STATE_FILE, StateStore, now_iso
+from ..state.store import STATE_FILE, StateStore, now_iso, state_exists
 from ..suggest import did_you_mean, hint_with
 from . import work
 
@@ -352,7 +352,7 @@ def binding_changed(home: Home, principal: str, enabled: bool, by_identity: str 
     """Apply a binding's new state to its turns. Enabled: its backlog in open sessions it is
     still a member of becomes pending. Disabled by its own run: its other pending turns are
     cancelled; disabled otherwise: they wait in the backlog."""
-    if not (home.root / "state.db").exists():
+    if not state_exists(home):
         return {"released": 0, "cancelled": 0, "held": 0}
     with store_for(home) as store, store.transaction():
         if enabled:

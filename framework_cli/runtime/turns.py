@@ -10,6 +10,7 @@ from ..domain.identities import get_binding
 from ..errors import FwError
 from ..home.store import Home
 from ..suggest import did_you_mean, hint_with
+from ..state.store import state_exists
 from .sessions import BACKLOG, CANCELLED, DONE, FAILED, OPEN, PENDING, RUNNING, store_for
 
 STATUSES = (PENDING, BACKLOG, RUNNING, DONE, FAILED, CANCELLED)
@@ -26,7 +27,7 @@ def check_status(status: str | None, statuses: tuple[str, ...], what: str) -> No
 def turn_list(home: Home, status: str | None = None, session: str | None = None, principal: str | None = None) -> dict[str, Any]:
     """Every turn, oldest first; only those of a status, a session or a principal when given."""
     check_status(status, STATUSES, "turn")
-    if not (home.root / "state.db").exists():
+    if not state_exists(home):
         return {"turns": []}
     where, args = [], []
     for column, value in (("status", status), ("session", session), ("principal", principal)):

@@ -19,11 +19,12 @@ import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from ..errors import FwError
+from .clock import now_iso  # noqa: F401  (the store's clock: `from ..state.store import now_iso`)
+from .location import state_url
 from .migrations import MIGRATIONS
 
 STATE_FILE = "state.db"
@@ -75,8 +76,10 @@ def _file_id(path: str) -> tuple[int, int] | None:
     return st.st_dev, st.st_ino
 
 
-def now_iso() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+def state_exists(home: Any) -> bool:
+    """Whether the home has runtime state to read: its state.db, or a PostgreSQL database (a
+    read of one that has none yet finds it empty). A read that finds none creates nothing."""
+    return state_url(home.root) is not None or (Path(home.root) / STATE_FILE).exists()
 
 
 class StateStore:
@@ -155,6 +158,11 @@ class StateStore:
         """The home's store; `busy_seconds` bounds how long a writer waits for another's
         transaction (a network door waits little, and answers 503 instead). In a thread that
         keeps its stores open (`keep_stores_open`), the thread's own connection."""
+        url = state_url(home.root)
+        if url is not None:  # PostgreSQL: its pool keeps the connections
+            from .postgres import PgStore
+
+            return PgStore(url, busy_seconds)
         path = Path(home.root) / STATE_FILE
         kept = getattr(_KEPT, "stores", None)
         if kept is None or busy_seconds is not None:
