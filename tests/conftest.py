@@ -106,15 +106,58 @@ def fw_proc(*args: str, input: str | None = None, home: Path | None = None, time
 
 
 def state_rows(home: Path, sql: str, params: tuple = ()) -> list[dict]:
-    """Rows of the home's state.db, read-only (what a test checks that the product wrote)."""
+    """Rows of the home's state store (state.db, read-only; or the PostgreSQL database of
+    FW_STATE): what a test checks that the product wrote."""
     import sqlite3
 
+    if os.environ.get("FW_STATE"):
+        import psycopg
+        from psycopg.rows import dict_row
+
+        with psycopg.connect(os.environ["FW_STATE"], autocommit=True, row_factory=dict_row) as conn:
+            return list(conn.execute(sql.replace("?", "%s"), params).fetchall())
     db = sqlite3.connect(f"file:{home / 'state.db'}?mode=ro", uri=True)
     db.row_factory = sqlite3.Row
     try:
         return [dict(row) for row in db.execute(sql, params)]
     finally:
         db.close()
+
+
+def state_execute(home: Path, sql: str, params: tuple = ()) -> None:
+    """Change the home's state store by hand (a test's time travel, a damage)."""
+    from framework_cli.home.store import Home
+    from framework_cli.state.store import StateStore
+
+    with StateStore.open(Home(home)) as store, store.transaction():
+        store.execute(sql, params)
+
+
+def audit_entries(home: Path) -> list[dict]:
+    """Every line of the audit log, oldest first: audit.jsonl, or the store's table."""
+    if os.environ.get("FW_STATE"):
+        return [json.loads(r["line"]) for r in state_rows(home, "SELECT line FROM audit ORDER BY seq")]
+    path = home / "audit.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def run_record_text(home: Path, run_id: str) -> str:
+    """A run's record as it is kept: its file in runs/, or its row of the store."""
+    if os.environ.get("FW_STATE"):
+        rows = state_rows(home, "SELECT record FROM runs WHERE run_id = ?", (run_id,))
+        return rows[0]["record"]
+    return (home / "runs" / f"{run_id}.json").read_text()
+
+
+def write_run_record(home: Path, run_id: str, text: str) -> None:
+    """Change a run's record by hand (a test's tampering, a damage)."""
+    if os.environ.get("FW_STATE"):
+        import psycopg
+
+        with psycopg.connect(os.environ["FW_STATE"], autocommit=True) as conn:
+            conn.execute("UPDATE runs SET record = %s WHERE run_id = %s", (text, run_id))
+        return
+    (home / "runs" / f"{run_id}.json").write_text(text)
 
 
 def snapshot(home: Path) -> dict[str, tuple[bytes, int, int]]:
@@ -129,14 +172,70 @@ def snapshot(home: Path) -> dict[str, tuple[bytes, int, int]]:
     return out
 
 
+# -- the state store's two engines ------------------------------------------------------------------
+# A test module marked `pytestmark = pytest.mark.engines` runs each of its tests twice: on SQLite
+# (state.db, runs/, audit.jsonl) and on PostgreSQL (FW_STATE: a database of its own in a throwaway
+# cluster of this test process). Without PostgreSQL's binaries the second is skipped, saying why.
+_CLUSTER: list = []
+
+
+def pg_cluster():
+    import pg
+
+    if not _CLUSTER:
+        if pg.binaries() is None:
+            pytest.skip("PostgreSQL is not installed (Debian: apt-get install postgresql): the PostgreSQL half is skipped")
+        _CLUSTER.append(pg.Cluster())
+    return _CLUSTER[0]
+
+
+def pytest_generate_tests(metafunc):
+    if metafunc.definition.get_closest_marker("engines") and "state_engine" in metafunc.fixturenames:
+        metafunc.parametrize("state_engine", ["sqlite", "postgresql"], indirect=True)
+
+
+@pytest.fixture
+def state_engine(request):
+    return getattr(request, "param", "sqlite")
+
+
+def _pg_leaks(url: str) -> list[str]:
+    import psycopg
+
+    found = []
+    with psycopg.connect(url, autocommit=True) as conn:
+        tables = [r[0] for r in conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")]
+        for table in tables:
+            if any(leaked(" ".join(map(str, row))) for row in conn.execute(f'SELECT * FROM "{table}"')):
+                found.append(f"table {table}")
+    return found
+
+
 @pytest.fixture(autouse=True)
-def home(tmp_path, monkeypatch) -> Path:
+def home(tmp_path, monkeypatch, state_engine) -> Path:
     root = tmp_path / "home"
     monkeypatch.setenv("FW_HOME", str(root))
     monkeypatch.delenv("FW_JSON", raising=False)
+    monkeypatch.delenv("FW_STATE", raising=False)
+    database = None
+    if state_engine == "postgresql":
+        cluster = pg_cluster()
+        database = cluster.new_database()
+        monkeypatch.setenv("FW_STATE", cluster.url(database))
     result = fw("home", "init")
     assert result.exit_code == 0, result
-    return root
+    yield root
+    if database is not None:
+        from framework_cli.state.postgres import close_pools
+
+        # nothing of the runtime state in the home's folder: it is all in the database
+        kept = [p.name for p in (root / "runs").glob("*.json")] + [n for n in ("state.db", "audit.jsonl") if (root / n).exists()]
+        assert not kept, f"runtime state written to the home's folder with PostgreSQL in use: {kept}"
+
+        close_pools()
+        leaks = _pg_leaks(cluster.url(database))
+        cluster.drop_database(database)
+        assert not leaks, f"the canary key was found in the PostgreSQL store: {leaks}"
 
 
 @pytest.fixture
@@ -278,6 +377,7 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers", "hand_written_canary(*paths): the test writes the canary into these files of its home by hand "
         "(a person's mistake fw must cope with); the before-stop check does not count them")
+    config.addinivalue_line("markers", "engines: run each test on SQLite and on PostgreSQL")
 
 
 @pytest.fixture(autouse=True)
@@ -320,6 +420,8 @@ def before_stop_check(tmp_path_factory):
     in no file outside secrets/ of any test home and no row of any state.db. (Outputs are
     checked by `fw` and `fw_proc` on every call.)"""
     yield
+    for cluster in _CLUSTER:
+        cluster.stop()
     left = _leftover_processes()
     leaks = _canary_leaks(tmp_path_factory.getbasetemp())
     assert not left, "processes started by tests were left running:\n" + "\n".join(left)

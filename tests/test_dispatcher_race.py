@@ -10,6 +10,9 @@ from conftest import fw_bin, fwj
 from fakes.chat_server import ChatServer
 from test_dispatcher_recovery import rows, wait_for
 from test_sessions import messages, post, setup
+import pytest
+
+pytestmark = pytest.mark.engines
 
 AGENTS = tuple("abcdefgh")
 TURNS = 100

@@ -13,7 +13,11 @@ from conftest import fw, fw_bin, fwj
 from fakes.chat_server import ChatServer
 from test_sessions import messages, post, setup
 
+from framework_cli.home.store import Home
 from framework_cli.state.store import StateStore
+import pytest
+
+pytestmark = pytest.mark.engines
 
 
 def stamp(seconds_ago):
@@ -22,19 +26,20 @@ def stamp(seconds_ago):
 
 
 def state(home, sql, params=()):
-    with StateStore(home / "state.db") as store, store.transaction():
+    with StateStore.open(Home(home)) as store, store.transaction():
         store.execute(sql, params)
 
 
 def rows(home, sql, params=()):
-    with StateStore(home / "state.db") as store:
+    with StateStore.open(Home(home)) as store:
         return store.all(sql, params)
 
 
 def held_by(home, table, item_id, owner, heartbeat_ago, attempts=1, run_id=None):
     """As a dispatcher on another host left it: the item running under its claim."""
     fwj("session", "list")  # the state database exists and is migrated
-    state(home, "INSERT OR REPLACE INTO dispatchers (id, host, process, started_at, heartbeat_at) VALUES (?, ?, ?, ?, ?)",
+    state(home, "DELETE FROM dispatchers WHERE id = ?", (owner,))
+    state(home, "INSERT INTO dispatchers (id, host, process, started_at, heartbeat_at) VALUES (?, ?, ?, ?, ?)",
           (owner, "elsewhere/boot/pid", "4242:1", stamp(3600), stamp(heartbeat_ago)))
     state(home, f"UPDATE {table} SET status = 'running', owner = ?, attempts = ?, run_id = ?, started_at = ? WHERE id = ?",
           (owner, attempts, run_id, stamp(heartbeat_ago), item_id))
@@ -138,7 +143,7 @@ def test_a_serving_dispatcher_takes_back_a_dead_ones_work_within_a_minute(home):
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         try:
             assert wait_for(lambda: rows(home, "SELECT id FROM dispatchers") != [], 30)
-            with StateStore(home / "state.db") as store, store.transaction():  # posted and claimed by a dispatcher that then died
+            with StateStore.open(Home(home)) as store, store.transaction():  # posted and claimed by a dispatcher that then died
                 store.execute("INSERT INTO dispatchers VALUES ('gone-host-4', 'elsewhere', '1:1', ?, ?)", (stamp(600), stamp(120)))
                 store.execute("INSERT INTO messages (session, author, text, mentions, hop, created_at) "
                               "VALUES ('s1', 'alice', '@ops still there?', '[\"ops\"]', 0, ?)", (stamp(100),))

@@ -17,12 +17,15 @@ import threading
 import time
 from pathlib import Path
 
-from conftest import CANARY, fw, fw_bin, fwj, processes_with, state_rows, wait_until_gone
+from conftest import CANARY, fw, fw_bin, fwj, processes_with, state_execute, state_rows, wait_until_gone
 from fakes.chat_server import ChatServer
 from fakes.onebot_server import SELF_ID, ok
 from serving import Served
 from test_sessions import messages, post, setup
 from websockets.sync.client import connect
+import pytest
+
+pytestmark = pytest.mark.engines
 
 SLOW_MCP = str(Path(__file__).parent / "fakes" / "slow_mcp_server.py")
 TOKEN = "engine-tok-5c7e9a1b3d"
@@ -290,10 +293,7 @@ def test_events_a_dead_server_left_waiting_longer_than_ten_minutes_expire_and_th
         napcat.close()
         # two waited: one of them for eleven minutes
         (older,) = state_rows(home, "SELECT id FROM bot_events WHERE status = 'pending' ORDER BY id LIMIT 1")
-        import sqlite3
-
-        with sqlite3.connect(home / "state.db") as db:
-            db.execute("UPDATE bot_events SET received_at = '2020-01-01T00:00:00.000Z' WHERE id = ?", (older["id"],))
+        state_execute(home, "UPDATE bot_events SET received_at = '2020-01-01T00:00:00.000Z' WHERE id = ?", (older["id"],))
         model.sleep = 0.0
         served = Served(home, "bot", "serve", "qq", "--listen", "127.0.0.1:0")
         try:

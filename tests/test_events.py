@@ -6,10 +6,12 @@ import os
 
 import anyio
 import pytest
+
+pytestmark = pytest.mark.engines
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
-from conftest import CANARY, fw, fw_bin, fwj
+from conftest import CANARY, audit_entries, fw, fw_bin, fwj, run_record_text, write_run_record
 from fakes.chat_server import ChatServer
 
 NOWHERE = "http://127.0.0.1:9/v1"  # for runs that never reach the model
@@ -53,7 +55,7 @@ def sent_tools(request):
 
 
 def audit(home):
-    return [json.loads(line) for line in (home / "audit.jsonl").read_text().splitlines()]
+    return audit_entries(home)
 
 
 # -- an event handled end to end -------------------------------------------------------------
@@ -335,7 +337,8 @@ def test_mcp_serve_offers_exactly_the_runs_event_and_platform_tools(home):
 
     async def over_mcp():
         params = StdioServerParameters(command=fw_bin(), args=["mcp", "serve", "--run", run["run_id"]],
-                                       env={"FW_HOME": str(home), "PATH": os.environ["PATH"]})
+                                       env={"FW_HOME": str(home), "PATH": os.environ["PATH"],
+                                            **({"FW_STATE": os.environ["FW_STATE"]} if os.environ.get("FW_STATE") else {})})
         async with Client(params) as client:
             tools = (await client.list_tools()).tools
             assert [t.name for t in tools] == record["tools"]
@@ -354,10 +357,9 @@ def test_mcp_serve_offers_exactly_the_runs_event_and_platform_tools(home):
 def test_a_damaged_frozen_event_acts_on_nothing(home):
     setup_bot()
     run = start_for()
-    path = home / f"runs/{run['run_id']}.json"
-    record = json.loads(path.read_text())
+    record = json.loads(run_record_text(home, run["run_id"]))
     record["event"] = {"type": "message.received"}  # the actor is gone
-    path.write_text(json.dumps(record))
+    write_run_record(home, run["run_id"], json.dumps(record))
     refused = call(run["run_id"], "event_kick_member", code=4)
     assert refused["error"]["code"] == "corrupt" and log() == []
 

@@ -12,7 +12,9 @@ from pathlib import Path
 
 import httpx2
 import pytest
-from conftest import CANARY, fw, fw_bin, fwj, make_basics
+
+pytestmark = pytest.mark.engines
+from conftest import CANARY, audit_entries, fw, fw_bin, fwj, make_basics, run_record_text
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
@@ -96,7 +98,7 @@ def test_run_start_prints_a_token_once_and_keeps_only_its_hash(home, two_runs):
     for path in home.rglob("*"):
         if path.is_file():
             assert token_a.encode() not in path.read_bytes(), path
-    record = json.loads((home / "runs" / f"{run_a}.json").read_text())
+    record = json.loads(run_record_text(home, run_a))
     assert record["gateway_token_sha256"].startswith("sha256:")
 
 
@@ -130,7 +132,7 @@ def test_the_asset_tools_work_and_calls_are_audited_as_the_run_via_the_gateway(h
     direct, error = call(gateway, token_a, "framework_resource_list", {"kind": "model"})  # its own tools by their names too
     assert not error and [i["name"] for i in direct["items"]] == ["m1"]
 
-    lines = [json.loads(line) for line in (home / "audit.jsonl").read_text().splitlines()]
+    lines = audit_entries(home)
     through = [entry for entry in lines if entry.get("via") == "gateway"]
     assert {(e["tool"], e["outcome"]) for e in through} >= {("fw_call_tool", "ok"), ("framework_resource_list", "ok"), ("fw_list_assets", "ok")}
     assert all(e["caller"] == "runtime:a1" and e["run_id"] == run_a for e in through)
@@ -153,7 +155,7 @@ def test_calls_outside_the_run_or_for_another_run_are_denied_and_change_nothing(
     doc, error = call(gateway, token_a, "fw_call_tool", {"tool_name": "fw_list_assets", "parameters": {}})
     assert error and doc["error"]["code"] == "denied"  # fw_call_tool calls the run's tools, not itself
     assert fwj("resource", "list", "agent") == before
-    refused = [json.loads(line) for line in (home / "audit.jsonl").read_text().splitlines()]
+    refused = audit_entries(home)
     assert any(e["tool"] == "fw_call_tool" and e["outcome"] == "refused" and e.get("via") == "gateway" for e in refused)
 
 

@@ -4,6 +4,8 @@ import json
 
 import pytest
 
+pytestmark = pytest.mark.engines
+
 from conftest import CANARY, fw, fwj, snapshot
 
 

@@ -13,11 +13,14 @@ import sys
 import time
 
 import httpx
-from conftest import fw, fw_bin, fwj, make_basics
+from conftest import fw, fw_bin, fwj, make_basics, run_record_text, write_run_record
 from fakes.chat_server import ChatServer
 
 RUNNER = """
 import os, sys, time
+import pytest
+
+pytestmark = pytest.mark.engines
 open(sys.argv[1], "w").write(os.environ["FW_GATEWAY_TOKEN"])
 time.sleep(300)
 """
@@ -98,13 +101,12 @@ def test_a_run_started_for_a_runner_elsewhere_has_no_owner_and_lives_by_its_leas
 def test_an_owner_on_another_host_is_judged_by_its_heartbeat(home):
     make_basics()
     started = fwj("run", "start", "--agent", "a1")
-    path = home / "runs" / f"{started['run_id']}.json"
-    record = json.loads(path.read_text())
+    record = json.loads(run_record_text(home, started["run_id"]))
     fresh = time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime())
     record["owner"] = {"host": "another-host/boot/ns", "process": "4242:1", "heartbeat_at": fresh}
-    path.write_text(json.dumps(record))
+    write_run_record(home, started["run_id"], json.dumps(record))
     assert fwj("run", "show", started["run_id"])["status"] == "active"  # its heartbeat is fresh: alive
     record["owner"]["heartbeat_at"] = "2020-01-01T00:00:00.000Z"
-    path.write_text(json.dumps(record))
+    write_run_record(home, started["run_id"], json.dumps(record))
     r = fw("tool", "list", "--run", started["run_id"], "--json")
     assert r.exit_code == 5 and r.json["error"]["code"] == "run_ended" and r.json["error"]["end_reason"] == "abandoned", r

@@ -3,7 +3,10 @@ start), as git takes short hashes; an ambiguous part is refused with the candida
 
 import json
 
-from conftest import fw, fwj, make_basics, snapshot
+from conftest import audit_entries, fw, fwj, make_basics, snapshot
+import pytest
+
+pytestmark = pytest.mark.engines
 
 
 def two_runs():
@@ -25,7 +28,7 @@ def test_the_short_id_audit_list_shows_is_taken_by_run_show_end_and_tool(home):
     assert called["items"][0]["name"] == "a1"
     assert fwj("run", "end", second[-8:])["run_id"] == second
     assert fwj("run", "show", second)["status"] == "ended"
-    audit_runs = [json.loads(line)["run_id"] for line in (home / "audit.jsonl").read_text().splitlines()]
+    audit_runs = [entry["run_id"] for entry in audit_entries(home)]
     assert audit_runs[-1] == first  # the audit records the whole id, whatever was typed
 
 

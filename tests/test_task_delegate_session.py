@@ -4,6 +4,9 @@ the session exists or not, and creates no task (CONTRACT section 8)."""
 import json
 
 from conftest import CANARY, fw, fwj, snapshot
+import pytest
+
+pytestmark = pytest.mark.engines
 
 
 def setup():

@@ -4,6 +4,9 @@ agent wrote starts turns only for the members it mentions (issue 22, item 8)."""
 from conftest import fwj
 from fakes.chat_server import ChatServer
 from test_sessions import messages, post, setup
+import pytest
+
+pytestmark = pytest.mark.engines
 
 AGENTS = ("a", "b", "c", "d")
 

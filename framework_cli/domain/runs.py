@@ -22,7 +22,8 @@ import os
 import re
 import secrets as pysecrets
 import shlex
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any, Protocol
@@ -33,12 +34,82 @@ from ..home.kinds import DEFAULT_PROMPT, check_name
 from ..home.secrets import GATEWAY_TOKEN_PREFIX
 from ..home.store import Home
 from ..liveness import HOST, gone_here, me
+from ..state.location import state_url
+from ..state.store import StateStore
 from ..suggest import did_you_mean, hint_with
 from .identities import binding_command, binding_directory, get_binding, get_principal, no_principal
 from .plugins import frozen_plugins
 from .resources import resource_read
 
 RUNS = "runs"
+
+
+class RunRecords:
+    """Where run records are kept: a file each in `runs/` (with SQLite: as ever), or a row each
+    of the state store's `runs` table (with PostgreSQL: every host sees every run). `locked`
+    holds one record for a read and a write (its file's lock; its row's transaction)."""
+
+    def __init__(self, home: Home) -> None:
+        self.home = home
+        self.in_store = state_url(home.root) is not None
+        self._store: Any = None  # the open transaction of `locked`, with PostgreSQL
+
+    @contextmanager
+    def locked(self, run_id: str) -> Iterator[RunRecords]:
+        if not self.in_store:
+            with self.home.record_locked(f"{RUNS}/{run_id}.json"):
+                yield self
+            return
+        with StateStore.open(self.home) as store, store.transaction():
+            self._store = store
+            try:
+                yield self
+            finally:
+                self._store = None
+
+    def read(self, run_id: str) -> str | None:
+        if not self.in_store:
+            return self.home.read_text(f"{RUNS}/{run_id}.json")
+        row = self._query(lambda store: store.one("SELECT record FROM runs WHERE run_id = ?", (run_id,)))
+        return row["record"] if row else None
+
+    def write(self, run_id: str, text: str) -> None:
+        if not self.in_store:
+            self.home.write_text(f"{RUNS}/{run_id}.json", text)
+            return
+
+        def put(store: Any) -> None:
+            with store.transaction():
+                if not store.execute("UPDATE runs SET record = ? WHERE run_id = ?", (text, run_id)).rowcount:
+                    store.insert("runs", {"run_id": run_id, "record": text})
+
+        self._query(put)
+
+    def remove(self, run_id: str) -> None:
+        if not self.in_store:
+            self.home.remove(f"{RUNS}/{run_id}.json")
+            return
+
+        def drop(store: Any) -> None:
+            with store.transaction():
+                store.execute("DELETE FROM runs WHERE run_id = ?", (run_id,))
+
+        self._query(drop)
+
+    def ids(self) -> list[str]:
+        if not self.in_store:
+            try:
+                names = os.listdir(self.home.path(RUNS))
+            except FileNotFoundError:
+                return []
+            return sorted(n[:-5] for n in names if n.endswith(".json") and RUN_ID_RE.fullmatch(n[:-5]))
+        return [r["run_id"] for r in self._query(lambda store: store.all("SELECT run_id FROM runs ORDER BY run_id"))]
+
+    def _query(self, work: Callable[[Any], Any]) -> Any:
+        if self._store is not None:
+            return work(self._store)
+        with StateStore.open(self.home) as store:
+            return work(store)
 RUN_ID_RE = re.compile(r"run-[0-9]{8}T[0-9]{6}-[0-9a-f]{8}")
 # A gateway token names its run (not a secret) and carries 32 random bytes (the secret). Only
 # the sha256 of the whole token is kept, in the run record; the token is shown once, at start.
@@ -284,7 +355,8 @@ def run_start(
     # A new record, under its own lock: the home's lock would make every run's start wait for
     # every other's writes. So the binding is looked at once more after the record is written:
     # one removed, disabled or changed meanwhile (a principal deleted with it) ends the run.
-    with home.record_locked(f"{RUNS}/{run_id}.json"):
+    records = RunRecords(home)
+    with records.locked(run_id):
         token = f"{GATEWAY_TOKEN_PREFIX}{run_id}_{pysecrets.token_urlsafe(32)}"
         record = {
             "run_id": run_id,
@@ -313,7 +385,7 @@ def run_start(
         }
         if owned:
             record["owner"] = {"host": HOST, "process": me(), "heartbeat_at": _iso(started)}
-        home.write_text(f"{RUNS}/{run_id}.json", record_text(record))
+        records.write(run_id, record_text(record))
     if owned:
         BEATS.own(home, run_id)
     if start.mode == "managed":
@@ -403,10 +475,10 @@ def present(record: dict[str, Any]) -> dict[str, Any]:
     return shown
 
 
-def load_run(home: Home, run_id: str) -> dict[str, Any]:
+def load_run(home: Home, run_id: str, records: RunRecords | None = None) -> dict[str, Any]:
     if not isinstance(run_id, str) or not RUN_ID_RE.fullmatch(run_id):
         raise FwError("invalid", f"{run_id!r} is not a run id", "run ids look like run-20261130T120000-1a2b3c4d; see them with `fw run list`")
-    text = home.read_text(f"{RUNS}/{run_id}.json")
+    text = (records or RunRecords(home)).read(run_id)
     if text is None:
         raise FwError("not_found", f"no run {run_id!r}", "see `fw run list`")
     rel = f"{RUNS}/{run_id}.json"
@@ -492,11 +564,7 @@ RUN_ID_PART_RE = re.compile(r"run-[0-9a-fT-]*|[0-9a-fT-]{4,}")  # a part of a ru
 
 
 def run_ids(home: Home) -> list[str]:
-    try:
-        names = os.listdir(home.path(RUNS))
-    except FileNotFoundError:
-        return []
-    return sorted(n[:-5] for n in names if n.endswith(".json") and RUN_ID_RE.fullmatch(n[:-5]))
+    return RunRecords(home).ids()
 
 
 def resolve_run_id(home: Home, given: Any) -> str:
@@ -537,10 +605,14 @@ def run_list(home: Home, status: str | None = None, agent: str | None = None) ->
 
 def _all_runs(home: Home) -> list[dict[str, Any]]:
     runs = []
-    try:
-        names = sorted(n for n in os.listdir(home.path(RUNS)) if n.endswith(".json") and not n.startswith("."))
-    except FileNotFoundError:
-        names = []
+    records = RunRecords(home)
+    if records.in_store:
+        names = [f"{run_id}.json" for run_id in records.ids()]
+    else:
+        try:
+            names = sorted(n for n in os.listdir(home.path(RUNS)) if n.endswith(".json") and not n.startswith("."))
+        except FileNotFoundError:
+            names = []
     for name in names:
         if not RUN_ID_RE.fullmatch(name[:-5]):
             continue  # not a run record's name
@@ -558,14 +630,15 @@ def run_end(home: Home, run_id: str, reason: str | None = None, only_if_abandone
     `reason` is kept as `end_reason` (`abandoned`: its owner is gone); `only_if_abandoned`
     ends it only if its owner is still found gone under the record's lock."""
     run_id = resolve_run_id(home, run_id)
-    with home.record_locked(f"{RUNS}/{run_id}.json"):
-        record = load_run(home, run_id)
+    records = RunRecords(home)
+    with records.locked(run_id):
+        record = load_run(home, run_id, records)
         if record["status"] != "ended" and (not only_if_abandoned or owner_gone(record)):
             record["status"] = "ended"
             record["ended_at"] = _iso(_now())
             if reason:
                 record["end_reason"] = reason
-            home.write_text(f"{RUNS}/{run_id}.json", record_text(record))
+            records.write(run_id, record_text(record))
     BEATS.disown(run_id)
     return present(record)
 
@@ -610,14 +683,15 @@ class _OwnerBeats:
 
 
 def renew_heartbeat(home: Home, run_id: str) -> None:
-    with home.record_locked(f"{RUNS}/{run_id}.json"):
-        record = load_run(home, run_id)
+    records = RunRecords(home)
+    with records.locked(run_id):
+        record = load_run(home, run_id, records)
         owner = record.get("owner")
         if record["status"] != "active" or not isinstance(owner, dict):
             BEATS.disown(run_id)
             return
         owner["heartbeat_at"] = _iso(_now())
-        home.write_text(f"{RUNS}/{run_id}.json", record_text(record))
+        records.write(run_id, record_text(record))
 
 
 BEATS = _OwnerBeats()
@@ -639,18 +713,18 @@ def run_prune(home: Home, ended_only: bool = False, older_than: float | None = N
     that stopped longer ago than that. Active runs and damaged records are kept."""
     pruned, kept = [], 0
     cutoff = _now() - timedelta(seconds=older_than or 0)
+    records = RunRecords(home)
     with home.locked():
-        for run_id in run_ids(home):
-            rel = f"{RUNS}/{run_id}.json"
-            with home.record_locked(rel):  # a run that ends meanwhile is decided on as ended
+        for run_id in records.ids():
+            with records.locked(run_id):  # a run that ends meanwhile is decided on as ended
                 try:
-                    record = load_run(home, run_id)
+                    record = load_run(home, run_id, records)
                     finished = _finished_at(record)
                 except (FwError, ValueError):
                     finished, record = None, None  # a damaged record is left for `fw home check` to report
                 if record is None or finished is None or (ended_only and record["status"] != "ended") or finished > cutoff:
                     kept += 1
                     continue
-                home.remove(rel)
+                records.remove(run_id)
             pruned.append(run_id)
     return {"pruned": pruned, "kept": kept}

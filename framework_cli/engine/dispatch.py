@@ -262,7 +262,7 @@ def _queue(home: Home) -> dict[str, Any]:
             "UNION ALL SELECT 'tasks', status, COUNT(*) FROM tasks WHERE status IN ('pending', 'backlog') GROUP BY status")}
         waiting = {r["principal"]: int(r["n"]) for r in store.all(
             "SELECT principal, SUM(n) AS n FROM (SELECT principal, COUNT(*) AS n FROM turns WHERE status = 'pending' GROUP BY principal "
-            "UNION ALL SELECT principal, COUNT(*) FROM tasks WHERE status = 'pending' GROUP BY principal) GROUP BY principal")}
+            "UNION ALL SELECT principal, COUNT(*) FROM tasks WHERE status = 'pending' GROUP BY principal) AS waiting GROUP BY principal")}
     over = []
     for name, n in sorted(waiting.items()):
         binding = get_binding(home, name) if n > 1 else None  # a max_queue is at least 1

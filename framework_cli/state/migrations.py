@@ -310,3 +310,22 @@ MIGRATIONS.append(
         ],
     )
 )
+
+# With PostgreSQL every host sees every run and every audit line, so both live in the store; with
+# SQLite they stay in runs/ and audit.jsonl, and these tables stay empty (`fw state copy` fills
+# them when it moves a home over, and empties them back into the files).
+MIGRATIONS.append(
+    (
+        "0010_runs_and_audit",
+        [
+            """CREATE TABLE runs (
+                run_id TEXT PRIMARY KEY,
+                record TEXT NOT NULL
+            )""",
+            """CREATE TABLE audit (
+                seq INTEGER PRIMARY KEY AUTOINCREMENT,
+                line TEXT NOT NULL
+            )""",
+        ],
+    )
+)

@@ -14,6 +14,7 @@ without its password.
 
 from __future__ import annotations
 
+import functools
 import re
 import threading
 from collections.abc import Iterator, Sequence
@@ -45,8 +46,13 @@ def ddl(statement: str) -> str:
     return re.sub(r"\bREAL\b", "DOUBLE PRECISION", statement)
 
 
+_QUESTION = re.compile(r"'(?:[^']|'')*'|\?")  # a quoted string (left alone), or a parameter
+
+
+@functools.lru_cache(maxsize=1024)
 def _sql(sql: str) -> str:
-    return sql.replace("%", "%%").replace("?", "%s")
+    """SQLite's `?` parameters as psycopg's `%s` (not inside quoted strings), `%` escaped."""
+    return _QUESTION.sub(lambda m: "%s" if m.group(0) == "?" else m.group(0), sql.replace("%", "%%"))
 
 
 def _params(params: Sequence[Any]) -> list[Any]:

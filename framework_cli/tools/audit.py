@@ -15,6 +15,8 @@ from ..domain.runs import RUN_ID_RE
 from ..errors import FwError, without_lone_surrogates
 from ..home.secrets import redact
 from ..home.store import Home, write_failure
+from ..state.location import state_url
+from ..state.store import StateStore
 
 AUDIT_FILE = "audit.jsonl"
 
@@ -66,7 +68,12 @@ def record(
         "error": error_code,
         **({"via": via} if via else {}),  # the front door, when it is not fw's own (`gateway`)
     }
-    data = (json.dumps(line, ensure_ascii=False) + "\n").encode("utf-8")
+    text = json.dumps(line, ensure_ascii=False)
+    if state_url(home.root) is not None:  # PostgreSQL: every host's lines in one table
+        with StateStore.open(home) as store, store.transaction():
+            store.insert("audit", {"line": text})
+        return
+    data = (text + "\n").encode("utf-8")
     with home.locked():  # one writer at a time; O_APPEND keeps every line whole
         try:
             fd = os.open(home.path(AUDIT_FILE), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
@@ -92,14 +99,14 @@ def audit_list(home: Home, limit: int = 50, *, run: str | None = None, tool: str
     if not isinstance(limit, int) or limit < 1:
 
         raise FwError("invalid", "the limit must be a whole number, at least 1", "e.g. --limit 20")
-    text = home.read_text(AUDIT_FILE) or ""
+    lines = _lines(home)
     cutoff = None
     if since is not None:
         from datetime import datetime, timedelta, timezone
 
         cutoff = datetime.now(timezone.utc) - timedelta(seconds=since)
     entries = []
-    for line in text.splitlines():
+    for line in lines:
         try:
             entry = json.loads(line)
         except ValueError:
@@ -109,6 +116,14 @@ def audit_list(home: Home, limit: int = 50, *, run: str | None = None, tool: str
         if _selected(entry, run, tool, cutoff):
             entries.append(entry)
     return {"entries": entries[-limit:]}
+
+
+def _lines(home: Home) -> list[str]:
+    """The audit log's lines, oldest first: audit.jsonl, or the store's table (PostgreSQL)."""
+    if state_url(home.root) is None:
+        return (home.read_text(AUDIT_FILE) or "").splitlines()
+    with StateStore.open(home) as store:
+        return [row["line"] for row in store.rows("SELECT line FROM audit ORDER BY seq")]
 
 
 def _selected(entry: dict[str, Any], run: str | None, tool: str | None, cutoff: Any) -> bool:
