@@ -316,7 +316,7 @@ def _without_confirm(args: list[str]) -> list[str]:
 # Command groups, each a module of this package with its own Typer app.
 GROUPS = (
     "home", "resource", "category", "agent", "principal", "binding", "run", "tool", "mcp", "audit",
-    "session", "message", "memory", "dispatch", "status", "task", "turn", "bot", "event", "plugin", "web",
+    "session", "message", "memory", "dispatch", "status", "state", "task", "turn", "bot", "event", "plugin", "web",
 )
 
 

@@ -19,6 +19,8 @@ from ..errors import FwError
 ENV = "FW_STATE"
 POOL_ENV = "FW_STATE_POOL"
 URL_FILE = "state.url"
+RUNS_DIR = "runs"  # with SQLite: a run record a file (with PostgreSQL: the store's runs table)
+AUDIT_FILE = "audit.jsonl"  # with SQLite: the audit log (with PostgreSQL: the store's audit table)
 PASSWORD_FILE = "secrets/state/url.json"  # the secret store's layout: secrets/<kind>/<name>.json
 SCHEMES = ("postgresql", "postgres")
 

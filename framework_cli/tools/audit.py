@@ -15,10 +15,9 @@ from ..domain.runs import RUN_ID_RE
 from ..errors import FwError, without_lone_surrogates
 from ..home.secrets import redact
 from ..home.store import Home, write_failure
-from ..state.location import state_url
+from ..state.location import AUDIT_FILE, state_url
 from ..state.store import StateStore
 
-AUDIT_FILE = "audit.jsonl"
 
 
 def shape(value: Any) -> Any:
