@@ -65,7 +65,7 @@ def state_use(home: Home, url: str | None) -> dict[str, Any]:
     if password:
         secrets.check_new({"password": password})
         secrets.remember(password)
-    from ..state.postgres import PgStore
+    from ..state.postgres import PgStore  # lazy: start-up speed (psycopg)
 
     with PgStore(url) as store:  # reachable, and migrated, before anything is written
         version = store.schema_version()
@@ -171,7 +171,7 @@ def _outside_rows(home: Home) -> dict[str, list[dict[str, Any]]]:
 
 
 def _copy_to_pg(source: Any, url: str, outside: dict[str, list[dict[str, Any]]]) -> dict[str, int]:
-    from ..state.postgres import PgStore
+    from ..state.postgres import PgStore  # lazy: start-up speed (psycopg)
 
     copied: dict[str, int] = {}
     with PgStore(url) as target:

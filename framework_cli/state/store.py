@@ -160,7 +160,7 @@ class StateStore:
         keeps its stores open (`keep_stores_open`), the thread's own connection."""
         url = state_url(home.root)
         if url is not None:  # PostgreSQL: its pool keeps the connections
-            from .postgres import PgStore
+            from .postgres import PgStore  # lazy: start-up speed (psycopg)
 
             return PgStore(url, busy_seconds)
         path = Path(home.root) / STATE_FILE
