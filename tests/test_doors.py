@@ -288,10 +288,16 @@ def test_while_another_process_holds_state_db_a_report_gets_503_and_the_door_kee
 
             stuck = threading.Thread(target=timed, args=("report", lambda: report(url, group_message("hi", message_id=31))))
             stuck.start()
+            more = [threading.Thread(target=timed, args=(f"more{n}", lambda n=n: report(url, group_message("hi", message_id=40 + n))))
+                    for n in range(8)]  # every store thread waits on state.db: a heartbeat needs none
+            for thread in more:
+                thread.start()
             time.sleep(0.3)
             timed("heartbeat", lambda: report(url, heartbeat()))
             timed("other", lambda: httpx.get(url + "nowhere", timeout=10))
             stuck.join(15)
+            for thread in more:
+                thread.join(15)
             assert answers["heartbeat"][0] == 204 and answers["heartbeat"][1] < 1, answers
             assert answers["other"][0] == 404 and answers["other"][1] < 1, answers
             assert answers["report"][0] == 503 and answers["report"][1] < 6, answers
@@ -414,3 +420,55 @@ def test_a_removed_bot_leaves_no_state_and_a_new_url_forgets_the_old_accounts_id
     bot("qq", token=TOKEN)
     shown = fwj("bot", "show", "qq")
     assert shown["self_id"] is None and shown["online"] is False
+
+
+SLOW_BODY_DOOR = """
+import sys
+from starlette.applications import Starlette
+from starlette.responses import PlainTextResponse
+from starlette.routing import Route
+from framework_cli.serve.http import DoorLimits, bind, serve
+
+async def echo(request):
+    return PlainTextResponse(str(len(await request.body())))
+
+sock = bind("127.0.0.1", 0)
+print(sock.getsockname()[1], flush=True)
+try:
+    serve(Starlette(routes=[Route("/", echo, methods=["POST"])]), sock, limits=DoorLimits(body_seconds=2.0))
+except KeyboardInterrupt:
+    pass
+"""
+
+
+def test_a_body_trickled_slower_than_its_time_is_dropped_and_a_prompt_one_answered():
+    """A head sent whole, then a body a byte at a time: the connection is dropped once the body
+    has taken longer than its time (`body_seconds`, 30 s at the doors; 2 s here), so trickling
+    cannot hold the connections a door has. A body sent at once is answered as always."""
+    door = subprocess.Popen([sys.executable, "-c", SLOW_BODY_DOOR], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        port = int(door.stdout.readline())
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as slow:
+            slow.sendall(b"POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: text/plain\r\nContent-Length: 100\r\n\r\n")
+            started = time.monotonic()
+            closed = False
+            for _ in range(8):
+                try:
+                    slow.sendall(b"x")
+                except OSError:
+                    closed = True
+                    break
+                slow.settimeout(1.0)
+                try:
+                    if slow.recv(1) == b"":
+                        closed = True
+                        break
+                except socket.timeout:
+                    pass
+            assert closed and 1.5 <= time.monotonic() - started < 5
+        answer = httpx.post(f"http://127.0.0.1:{port}/", content=b"y" * 100, timeout=5)
+        assert answer.status_code == 200 and answer.text == "100"
+    finally:
+        door.send_signal(signal.SIGINT)
+        _, err = door.communicate(timeout=10)
+    assert "Traceback" not in err and "no whole request body within 2 s" in err

@@ -212,8 +212,10 @@ class BotDoor:
                 work.changed()  # the engine looks at once
             return report, fresh
 
+        report, fresh = read_report(data, bot.self_id), False  # said_by_bot only ever turns an event into one ignored
         try:
-            report, fresh = await self.stored(read_and_note, gave_up=gave_up)
+            if report.kind == "event":  # a heartbeat or a report fw ignores waits for no store work
+                report, fresh = await self.stored(read_and_note, gave_up=gave_up)
         except (TimeoutError, asyncio.TimeoutError):
             self.say({"type": "busy", "bot": bot.name, "why": "state.db was busy: the report could not be stored in time"})
             return False

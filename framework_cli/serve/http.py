@@ -11,7 +11,8 @@ rules every door keeps against a hostile client (CONTRACT section 11).
   the app's own shutdown has run.
 - `DoorLimits` are the rules: a body over `max_body` is 413 before it is read (a WebSocket
   message over it closes the socket); a client that sends no whole request head within
-  `head_seconds` is dropped; past `max_connections` open at once a new connection is closed
+  `head_seconds` is dropped, and so is one whose body is not whole within `body_seconds` of its
+  head (a body trickled a byte at a time cannot hold a connection); past `max_connections` open at once a new connection is closed
   as soon as it is accepted; a client's misbehaviour is noted in one line, at most once a
   second (`RefusalLog`), never with a traceback.
 - `parse_json` reads JSON no deeper than 64 levels (`JSON_DEPTH`).
@@ -38,6 +39,7 @@ LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
 MAX_BODY = 1024 * 1024  # bytes of a request body, by default
 MAX_CONNECTIONS = 512  # connections open at once, by default
 HEAD_SECONDS = 10.0  # for a client to send a whole request head
+BODY_SECONDS = 30.0  # for a client to send a whole request body, once its head is in
 JSON_DEPTH = 64  # how deeply a JSON document may nest
 Say = Callable[[str, str], None]  # (what was refused: "client", "report", ..., why)
 
@@ -79,6 +81,7 @@ class DoorLimits:
     max_body: int = MAX_BODY
     max_connections: int = MAX_CONNECTIONS
     head_seconds: float = HEAD_SECONDS
+    body_seconds: float = BODY_SECONDS
     refused: RefusalLog = field(default_factory=RefusalLog)
 
 
@@ -224,11 +227,13 @@ def guarded_protocol(limits: DoorLimits) -> type:
     at once, the connection idle longest (no request head yet) is closed to make room, and when
     none is idle the new one is closed as soon as it is accepted; one that sends no whole
     request head within `head_seconds` of connecting (or of starting its next request) is
-    dropped. Upgraded to a WebSocket, a connection is the WebSocket protocol's, which pings it."""
+    dropped, and so is one whose request body is not whole within `body_seconds` of its head.
+    Upgraded to a WebSocket, a connection is the WebSocket protocol's, which pings it."""
     from uvicorn.protocols.http.h11_impl import H11Protocol
 
     class GuardedProtocol(H11Protocol):
         _head_timer: Any = None
+        _body_timer: Any = None
         _waiting_since = 0.0
 
         def connection_made(self, transport: Any) -> None:  # type: ignore[override]
@@ -256,6 +261,7 @@ def guarded_protocol(limits: DoorLimits) -> type:
 
         def connection_lost(self, exc: Exception | None) -> None:
             self._disarm_head_timer()
+            self._disarm_body_timer()
             if self.flow is None:  # closed at once when it came: it was never counted
                 return
             super().connection_lost(exc)
@@ -267,6 +273,11 @@ def guarded_protocol(limits: DoorLimits) -> type:
             super().data_received(data)
             if (self.cycle is not None and not self.cycle.response_complete) or self.transport.is_closing():
                 self._disarm_head_timer()  # its head is whole (or it is gone)
+            body_coming = self.cycle is not None and self.cycle.more_body and not self.transport.is_closing()
+            if body_coming and self._body_timer is None:
+                self._body_timer = self.loop.call_later(limits.body_seconds, self._body_too_slow)
+            elif not body_coming:
+                self._disarm_body_timer()
 
         def handle_websocket_upgrade(self, event: Any) -> None:
             self._disarm_head_timer()
@@ -281,6 +292,17 @@ def guarded_protocol(limits: DoorLimits) -> type:
             if self._head_timer is not None:
                 self._head_timer.cancel()
                 self._head_timer = None
+
+        def _disarm_body_timer(self) -> None:
+            if self._body_timer is not None:
+                self._body_timer.cancel()
+                self._body_timer = None
+
+        def _body_too_slow(self) -> None:
+            self._body_timer = None
+            if not self.transport.is_closing() and self.cycle is not None and self.cycle.more_body:
+                limits.refused(f"no whole request body within {limits.body_seconds:g} s of its head")
+                self.transport.abort()
 
         def _head_too_slow(self) -> None:
             self._head_timer = None
