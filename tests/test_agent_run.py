@@ -9,11 +9,10 @@ from pathlib import Path
 
 import anyio
 import pytest
-from mcp import Client
-from mcp.client.stdio import StdioServerParameters
-
 from conftest import CANARY, fw, fw_bin, fw_proc, fwj, snapshot
 from fakes.chat_server import ChatServer
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
 
 FAKE_MCP = str(Path(__file__).parent / "fakes" / "mcp_server.py")
 

@@ -13,7 +13,6 @@ import threading
 import time
 
 import pytest
-
 from conftest import CANARY, fw, fw_bin, fwj
 from fakes.chat_server import ChatServer
 from test_model_client import read_to_end, read_until

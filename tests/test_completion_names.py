@@ -1,7 +1,6 @@
 """Shell completion names what the home holds, per kind, and the shell asked for."""
 
 import pytest
-
 from conftest import fw, fwj, make_basics
 
 

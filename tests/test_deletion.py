@@ -2,7 +2,6 @@ import json
 import shlex
 
 import pytest
-
 from conftest import CANARY, fw, fwj, snapshot
 
 

@@ -6,11 +6,11 @@ import signal
 import subprocess
 import time
 
+import pytest
 from conftest import fw_bin, fwj
 from fakes.chat_server import ChatServer
 from test_dispatcher_recovery import rows, wait_for
 from test_sessions import messages, post, setup
-import pytest
 
 pytestmark = pytest.mark.engines
 

@@ -9,13 +9,13 @@ import subprocess
 import time
 from datetime import datetime, timedelta, timezone
 
+import pytest
 from conftest import fw, fw_bin, fwj
 from fakes.chat_server import ChatServer
 from test_sessions import messages, post, setup
 
 from framework_cli.home.store import Home
 from framework_cli.state.store import StateStore
-import pytest
 
 pytestmark = pytest.mark.engines
 

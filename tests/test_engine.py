@@ -17,13 +17,13 @@ import threading
 import time
 from pathlib import Path
 
-from conftest import CANARY, fw, fw_bin, fwj, processes_with, state_execute, state_rows, wait_until_gone
+import pytest
+from conftest import CANARY, fw, fw_bin, fwj, state_execute, state_rows, wait_until_gone
 from fakes.chat_server import ChatServer
 from fakes.onebot_server import SELF_ID, ok
 from serving import Served
 from test_sessions import messages, post, setup
 from websockets.sync.client import connect
-import pytest
 
 pytestmark = pytest.mark.engines
 
@@ -243,9 +243,13 @@ def test_over_the_bound_events_wait_in_state_db_and_the_next_server_runs_them(ho
                 napcat.message(f"m{g}", group=5000 + g, user=6000 + g, message_id=700 + g)
             over = served.next(lambda r: r.get("type") == "queue_over")
             assert (over["principal"], over["max_queue"]) == ("p1", 3) and over["waiting"] > 3
+            def p1_now():
+                return [p for p in fwj("status")["principals"] if p["principal"] == "p1"][0]
+
+            wait_for(lambda: p1_now()["running"] == 2, what="two runs at once (--concurrency 2)")  # on a loaded machine, not at once
             status = fwj("status")
             p1 = [p for p in status["principals"] if p["principal"] == "p1"][0]
-            assert p1["over_max_queue"] and p1["running"] == 2 and p1["pending"] + p1["running"] <= 12
+            assert p1["over_max_queue"] and p1["running"] <= 2 and p1["pending"] + p1["running"] <= 12
             assert status["over_max_queue"] == ["p1"]
             human = fw("status").stdout
             assert "OVER" in human and "Over max_queue: p1" in human

@@ -8,11 +8,10 @@ import anyio
 import pytest
 
 pytestmark = pytest.mark.engines
-from mcp import Client
-from mcp.client.stdio import StdioServerParameters
-
 from conftest import CANARY, audit_entries, fw, fw_bin, fwj, run_record_text, write_run_record
 from fakes.chat_server import ChatServer
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
 
 NOWHERE = "http://127.0.0.1:9/v1"  # for runs that never reach the model
 

@@ -6,7 +6,6 @@ import json
 import uuid
 
 import pytest
-
 from conftest import fw, fw_proc, fwj, processes_with, snapshot
 from test_tasks_exec import bound_agent, call, provider_and_model
 

@@ -5,7 +5,6 @@ root help that names both halves and where to start."""
 import re
 
 import typer.main
-
 from conftest import APP, fw
 
 

@@ -8,7 +8,6 @@ import shlex
 import subprocess
 
 import pytest
-
 from conftest import CANARY, fw, fw_bin, fwj, make_basics
 from fakes.chat_server import ChatServer
 

@@ -10,7 +10,6 @@ import shlex
 import subprocess
 
 import pytest
-
 from conftest import CANARY, fw, fw_bin, fwj, make_basics, snapshot
 from test_hints import follow_the_hint, hint_commands, run_printed
 

@@ -10,7 +10,6 @@ import sys
 import time
 
 import pytest
-
 from conftest import CANARY, fw, fwj, make_basics
 
 PROBE = """

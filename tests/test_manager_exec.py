@@ -4,10 +4,9 @@ import json
 import os
 
 import anyio
+from conftest import fw, fw_bin, fwj
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
-
-from conftest import fw, fw_bin, fwj
 
 
 def test_the_manager_lists_no_exec_and_calling_it_is_denied_and_runs_nothing(home, tmp_path):

@@ -4,10 +4,9 @@ import json
 import os
 
 import anyio
+from conftest import CANARY, fw_bin, fwj, make_basics, snapshot
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
-
-from conftest import CANARY, fw_bin, fwj, make_basics, snapshot
 
 
 def params(home, *args):

@@ -14,12 +14,11 @@ from pathlib import Path
 
 import anyio
 import pytest
-from mcp import Client
-from mcp.client.stdio import StdioServerParameters
-
 from conftest import CANARY, fw, fw_bin, fw_proc, fwj, snapshot
 from fakes import http_mcp
 from fakes.chat_server import ChatServer
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
 
 RAW = str(Path(__file__).parent / "fakes" / "raw_mcp_server.py")
 TOKEN = "raw-token-9d41c7e2"  # an env secret of the raw server

@@ -20,12 +20,11 @@ from pathlib import Path
 
 import anyio
 import pytest
-from mcp import Client
-from mcp.client.stdio import StdioServerParameters
-
 from conftest import CANARY, fw, fw_bin, fw_proc, fwj, processes_with, wait_until_gone
 from fakes import http_mcp
 from fakes.chat_server import ChatServer
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
 
 SLOW = str(Path(__file__).parent / "fakes" / "slow_mcp_server.py")
 RAW = str(Path(__file__).parent / "fakes" / "raw_mcp_server.py")

@@ -10,11 +10,10 @@ import sys
 from pathlib import Path
 
 import anyio
-from mcp import Client
-from mcp.client.stdio import StdioServerParameters
-
 from conftest import CANARY, fw, fw_bin, fwj
 from fakes.chat_server import ChatServer
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
 
 RAW = str(Path(__file__).parent / "fakes" / "raw_mcp_server.py")
 TOKEN = "raw-token-5e8a1f0c"  # the raw server's secret env value

@@ -12,7 +12,6 @@ import threading
 import time
 
 import pytest
-
 from conftest import CANARY, fw, fw_bin, fw_proc, fwj
 from fakes.chat_server import ChatServer
 

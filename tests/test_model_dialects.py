@@ -10,7 +10,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-
 from conftest import CANARY, fw, fwj
 from fakes.anthropic_server import MODELS, AnthropicServer
 from fakes.chat_server import ChatServer

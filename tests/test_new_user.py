@@ -9,7 +9,6 @@ import subprocess
 import time
 
 import pytest
-
 from conftest import REPO, fw, fw_bin, fw_proc, fwj, make_basics, snapshot
 
 

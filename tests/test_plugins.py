@@ -15,7 +15,6 @@ import time
 import uuid
 
 import pytest
-
 from conftest import (
     CANARY,
     EXAMPLE_PLUGIN,
@@ -31,8 +30,10 @@ from conftest import (
 )
 from fakes.chat_server import ChatServer
 from test_gateway import call as gateway_call
-from test_gateway import gateway  # noqa: F401  (a fixture: `fw mcp serve --http`)
-from test_gateway import started
+from test_gateway import (
+    gateway,  # noqa: F401, F811  (a fixture: `fw mcp serve --http`)
+    started,
+)
 from test_tasks_exec import provider_and_model
 
 HOST = "_plugin_host.py"
@@ -351,7 +352,7 @@ def test_ctrl_c_during_a_hanging_plugin_call_stops_it_at_once(home, test_plugins
     assert wait_until_gone(f"--parent {proc.pid} ") == []
 
 
-def test_an_external_runner_sees_plugin_and_sandbox_tools_through_the_gateway(home, example_plugin, gateway):
+def test_an_external_runner_sees_plugin_and_sandbox_tools_through_the_gateway(home, example_plugin, gateway):  # noqa: F811 (the fixture)
     fwj("plugin", "enable", "example")
     agent(sandbox={})
     _, token = started("--agent", "a1")

@@ -3,7 +3,6 @@
 import json
 
 import pytest
-
 from conftest import CANARY, fw, fw_proc, make_basics, snapshot
 
 REFUSALS = [

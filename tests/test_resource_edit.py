@@ -9,7 +9,6 @@ import sys
 import textwrap
 
 import pytest
-
 from conftest import fw, fwj, make_basics, snapshot
 
 # The "user": each time the editor opens, it logs what it was shown, then applies the next

@@ -4,13 +4,11 @@ permission gaps. Each test failed before its fix."""
 import json
 import os
 import subprocess
-import sys
 import time
 from datetime import datetime
 from pathlib import Path
 
 import pytest
-
 from conftest import CANARY, fw, fw_bin, fw_proc, fwj, make_basics, snapshot
 
 KEY2 = "sk-SECOND-key-0c4e8d2a9b71"
@@ -75,6 +73,7 @@ def test_a_write_that_copies_a_stored_key_into_a_plain_field_is_refused(home):
         assert r.exit_code == 4 and r.json["error"]["code"] == "invalid", r
         assert r.json["error"]["field"] in ("description", "body", "args[0]")
         assert "secret value" in r.json["error"]["message"]
+    assert snapshot(home) == before
     fwj("principal", "create", "a1", "--kind", "agent")
     after_principal = snapshot(home)
     r = fw("binding", "set", "a1", "--agent", "a1", "--directory", f"/srv/{CANARY}", "--json")
@@ -325,7 +324,6 @@ def test_a_hand_written_yes_is_not_true_on_read(home):
 def test_every_file_fw_writes_validates_against_the_published_schemas(home):
     import jsonschema
     import yaml
-
     from conftest import REPO
 
     make_basics()

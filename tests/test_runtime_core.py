@@ -13,15 +13,15 @@ from pathlib import Path
 
 import mcp.client.stdio  # noqa: F401  (loaded up front: the timing test below measures the start, not the import)
 import pytest
-
 from conftest import CANARY
 from fakes import http_mcp
 from fakes.chat_server import ChatServer
-from framework_cli.errors import FwError
+
 from framework_cli.dialects.openai import merge_tool_call_pieces
 from framework_cli.engine.chat import ChatClient
-from framework_cli.http_client import sse_data
 from framework_cli.engine.loop import run_loop
+from framework_cli.errors import FwError
+from framework_cli.http_client import sse_data
 from framework_cli.runtime.mcp_client import McpConnections, ServerSpec
 
 FAKE_MCP = str(Path(__file__).parent / "fakes" / "mcp_server.py")

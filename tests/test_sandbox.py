@@ -12,10 +12,9 @@ import uuid
 
 import anyio
 import pytest
+from conftest import CANARY, fw, fw_bin, fwj, processes_with, snapshot
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
-
-from conftest import CANARY, fw, fw_bin, fwj, processes_with, snapshot
 from test_tasks_exec import provider_and_model
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed")

@@ -4,8 +4,8 @@ import json
 
 import jsonschema
 import pytest
-
 from conftest import REPO, fwj
+
 from framework_cli.schemagen import generated
 
 

@@ -5,7 +5,6 @@ a key too short to tell apart from ordinary text is refused."""
 import json
 
 import pytest
-
 from conftest import CANARY, fw, fwj, snapshot
 from fakes.chat_server import ChatServer
 

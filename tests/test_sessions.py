@@ -4,14 +4,13 @@ import json
 import os
 import signal
 import subprocess
-import threading
 import time
 
 import pytest
 
 pytestmark = pytest.mark.engines
 
-from conftest import CANARY, fw, fw_bin, fw_proc, fwj, snapshot, state_rows
+from conftest import CANARY, fw, fw_bin, fwj, snapshot, state_rows
 from fakes.chat_server import ChatServer
 
 

@@ -3,8 +3,8 @@ start), as git takes short hashes; an ambiguous part is refused with the candida
 
 import json
 
-from conftest import audit_entries, fw, fwj, make_basics, snapshot
 import pytest
+from conftest import audit_entries, fw, fwj, make_basics, snapshot
 
 pytestmark = pytest.mark.engines
 

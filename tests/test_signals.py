@@ -7,16 +7,14 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 
 import anyio
 import pytest
-from mcp import Client
-from mcp.client.stdio import StdioServerParameters
-
 from conftest import fw_bin, fwj, processes_with, wait_until_gone
 from fakes.chat_server import ChatServer
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
 from test_exec_supervision import marker, sleeper
 from test_tasks_exec import bound_agent, provider_and_model
 

@@ -4,7 +4,6 @@ statement, not only when the database is opened (CONTRACT section 7)."""
 import sqlite3
 
 import pytest
-
 from conftest import fw, fwj
 from fakes.chat_server import ChatServer
 from test_tasks_exec import bound_agent, provider_and_model

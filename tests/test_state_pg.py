@@ -17,7 +17,7 @@ import pytest
 from conftest import CANARY, fw, fw_bin, fwj, pg_cluster, state_rows
 from fakes.chat_server import ChatServer
 from fakes.onebot_server import SELF_ID, OneBotServer, group_message, signed
-from test_sessions import messages, post, setup
+from test_sessions import post, setup
 
 PASSWORD = "pg-Pass-7c1e9a3b5d"
 SECRET = "state-sig-4a6c8e0b2d"

@@ -3,8 +3,8 @@ the session exists or not, and creates no task (CONTRACT section 8)."""
 
 import json
 
-from conftest import CANARY, fw, fwj, snapshot
 import pytest
+from conftest import CANARY, fw, fwj, snapshot
 
 pytestmark = pytest.mark.engines
 

@@ -5,7 +5,6 @@ never leaves work running."""
 import json
 
 import pytest
-
 from conftest import CANARY, fw, fw_proc, fwj
 from fakes.chat_server import ChatServer
 

@@ -4,7 +4,6 @@ import json
 import time
 
 import pytest
-
 from conftest import CANARY, REPO, fw, fw_proc, fwj, make_basics, snapshot
 
 ALL_RM_TOOLS = [

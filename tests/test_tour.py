@@ -9,7 +9,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from conftest import CANARY, REPO, SAMPLE_HOME, fw_bin
 from fakes.chat_server import ChatServer
 

@@ -1,10 +1,10 @@
 """The turn storm: under policy `all`, agents answer every message of a person, but a message an
 agent wrote starts turns only for the members it mentions (issue 22, item 8)."""
 
+import pytest
 from conftest import fwj
 from fakes.chat_server import ChatServer
 from test_sessions import messages, post, setup
-import pytest
 
 pytestmark = pytest.mark.engines
 

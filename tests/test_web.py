@@ -14,8 +14,8 @@ from fakes.chat_server import ChatServer
 from starlette.testclient import TestClient
 
 from framework_cli.home.store import Home
-from framework_cli.serve.web import create_app
 from framework_cli.serve.http import parse_listen
+from framework_cli.serve.web import create_app
 from framework_cli.serve.web.server import allowed_hosts
 from framework_cli.serve.web.signin import SignIn
 

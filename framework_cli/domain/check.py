@@ -21,7 +21,6 @@ from .plugins import check_plugin_files
 from .resources import summaries
 from .runs import run_list
 
-
 Checks = Sequence[Callable[[Home], list[dict[str, Any]]]]
 
 

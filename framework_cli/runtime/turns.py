@@ -9,8 +9,8 @@ from typing import Any
 from ..domain.identities import get_binding
 from ..errors import FwError
 from ..home.store import Home
-from ..suggest import did_you_mean, hint_with
 from ..state.store import state_exists
+from ..suggest import did_you_mean, hint_with
 from .sessions import BACKLOG, CANCELLED, DONE, FAILED, OPEN, PENDING, RUNNING, store_for
 
 STATUSES = (PENDING, BACKLOG, RUNNING, DONE, FAILED, CANCELLED)

@@ -42,9 +42,9 @@ from ..engine.engine import Engine
 from ..engine.events import BotEvents
 from ..engine.handling import taken
 from ..errors import FwError
-from ..http_client import close_async_clients
 from ..home.secrets import redact
 from ..home.store import Home
+from ..http_client import close_async_clients
 from ..platform.adapters import onebot
 from ..platform.adapters.onebot_reports import Report, read_report
 from ..runtime import bot_events, work

@@ -24,10 +24,10 @@ from typing import Any
 
 from .. import __version__
 from ..domain.runs import active_run
+from ..domain.tool_types import CallWatch
 from ..errors import FwError
 from ..home.secrets import redact
 from ..home.store import Home
-from ..domain.tool_types import CallWatch
 from ..runtime.mcp_client import quiet_sdk_logging
 from ..runtime.supervisor import stop_all
 from ..tools.service import Caller, call_tool, list_tools

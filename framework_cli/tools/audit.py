@@ -19,7 +19,6 @@ from ..state.location import AUDIT_FILE, state_url
 from ..state.store import StateStore
 
 
-
 def shape(value: Any) -> Any:
     """Keys and value types only: {"kind": "string", "data": {"api_key": "string"}}."""
     if isinstance(value, dict):

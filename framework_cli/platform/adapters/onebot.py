@@ -25,10 +25,10 @@ import re
 import socket as socket_module
 import threading
 import uuid
+from collections.abc import Awaitable
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from datetime import datetime, timedelta, timezone
-from collections.abc import Awaitable
 from typing import Any, Callable
 
 from ...domain.bots import BOT_SECRETS

@@ -29,8 +29,8 @@ from ...domain.agents import agent_edit, agent_show, sandbox_warnings
 from ...domain.check import check_home
 from ...domain.deletion import resource_delete, unblock_hint
 from ...domain.plugins import enabled_plugins
-from ...domain.projection import PLUGIN_PREFIX
 from ...domain.probes import provider_models
+from ...domain.projection import PLUGIN_PREFIX
 from ...domain.resources import names, resource_list, resource_read, resource_write
 from ...errors import FwError
 from ...home import secrets

@@ -11,8 +11,8 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from ...domain.catalogue import EVENT_TOOLS, EVENT_TYPES, PLATFORM_TOOLS, selects
 from ...domain.agent_catalogue import SOURCES
+from ...domain.catalogue import EVENT_TOOLS, EVENT_TYPES, PLATFORM_TOOLS, selects
 from ...domain.projection import AMBIGUOUS, MCP_PREFIX, PLUGIN_PREFIX, SANDBOX_PREFIX, SKILL_PREFIX, SOURCE_UNAVAILABLE
 from ...errors import FwError
 from ...home.kinds import DEFAULT_CATEGORY
