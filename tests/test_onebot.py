@@ -14,7 +14,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import CANARY, fw, fw_bin, fwj, snapshot, state_rows
+from conftest import CANARY, fw, fw_bin, fw_proc, fwj, snapshot, state_rows
 from fakes.chat_server import ChatServer
 from fakes.onebot_server import SELF_ID, OneBotServer, failed, group_message, heartbeat, lifecycle, ok, signed
 from serving import Served
@@ -361,3 +361,52 @@ def test_reports_become_the_contracts_events_with_a_line_for_each(home):
                   "bot.invited_to_group from 20004 in group 30004: not handled", "group.member_joined from 20005 in group 30003",
                   "group.member_left from 20006 in group 30003"):
         assert words in text, (words, text)
+
+
+def test_another_process_acts_on_a_socket_bot_through_the_server_that_holds_its_socket_in_order(home):
+    """A socket-only bot's actions from a run in another process (`fw tool call`) go through
+    the outbox of the `fw bot serve` that holds the socket, are sent on it in the order they
+    were asked, and come back with the implementation's answers."""
+    import threading
+
+    setup("http://127.0.0.1:9/v1", allowed_platform_tools=["platform_send_message"])
+    add_bot()
+    with Serve(home) as serve:
+        with napcat(serve.listening["websocket"]) as ws:
+            serve.next("connected")
+            run = fwj("event", "handle", "qq", "--event", json.dumps(EVENT), "--no-run")["run"]["run_id"]
+            frames = []
+
+            def answer_all(count):
+                for n in range(count):
+                    frame = json.loads(ws.recv(timeout=30))
+                    frames.append(frame)
+                    ws.send(json.dumps(ok({"message_id": 5000 + len(frames)}, frame["echo"])))
+
+            def send(text):
+                return fw_proc("tool", "call", "--run", run, "platform_send_message", "--args",
+                               json.dumps({"target_type": "group", "target_id": "30003", "text": text}), "--json", home=home)
+
+            answering = threading.Thread(target=answer_all, args=(4,))
+            answering.start()
+            first = send("one")
+            assert first.exit_code == 0, first
+            assert first.json["message_id"] == "5001"
+            calls = [threading.Thread(target=send, args=(f"at once {n}",)) for n in range(3)]
+            for call in calls:
+                call.start()
+            for call in calls:
+                call.join(60)
+            answering.join(30)
+            asked = state_rows(home, "SELECT id, params, status FROM onebot_outbox ORDER BY id")
+            assert [row["status"] for row in asked] == ["answered"] * 4
+            sent_texts = [f["params"]["message"][0]["data"]["text"] for f in frames]
+            assert sent_texts == [json.loads(row["params"])["message"][0]["data"]["text"] for row in asked]  # in the order asked
+            assert all(f["action"] == "send_group_msg" for f in frames)
+        serve.next("disconnected")
+        refused = send("nobody holds the socket now")
+        assert refused.exit_code == 7 and refused.json["error"]["reason"] == "adapter_offline", refused
+        code, err = serve.stop()
+    assert code == 0 and "Traceback" not in err
+    assert sum(r.get("type") == "relayed" and r["outcome"] == "ok" for r in serve.seen) == 4
+    assert not state_rows(home, "SELECT * FROM onebot_owner")

@@ -5,6 +5,7 @@ refused, two bot servers and one duplicated report. Against a throwaway cluster 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -307,3 +308,100 @@ def test_two_bot_servers_on_two_hosts_start_one_run_for_a_duplicated_report(home
     assert [e["status"] for e in events] == ["done"]
     lines = [json.loads(line) for out, _ in outs for line in out.splitlines() if line.startswith("{")]
     assert sum(1 for r in lines if r.get("type") == "duplicate") == 1
+
+
+def lines_until(proc, kind, seconds=30):
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        if line.startswith("{") and json.loads(line).get("type") == kind:
+            return json.loads(line)
+    raise AssertionError(f"no {kind!r} line from fw bot serve")
+
+
+def test_a_socket_bots_actions_from_another_host_go_through_its_owner_and_the_next_owner_takes_over(home, tmp_path, database):
+    """A reverse-WebSocket bot whose socket host A holds: a run on host B acts on it through A's
+    outbox (woken by NOTIFY); A is SIGKILLed, the implementation connects to host C, which owns
+    the bot with the next epoch, and B's next action goes through C."""
+    import threading
+
+    from fakes.onebot_server import ok
+    from test_onebot import EVENT, TOKEN, napcat
+
+    cluster, name = database
+    url = cluster.url(name)
+    fwj("resource", "write", "provider", "p1", "--create", "--data", json.dumps({"base_url": "http://127.0.0.1:9/v1", "api_key": CANARY}))
+    fwj("resource", "write", "model", "m1", "--create", "--data",
+        json.dumps({"provider": "p1", "model_id": "m-1", "capabilities": {"tool_call": True}}))
+    fwj("resource", "write", "agent", "a1", "--create", "--data",
+        json.dumps({"model": "m1", "events": ["message.*"], "allowed_platform_tools": ["platform_send_message"]}))
+    fwj("principal", "create", "p1", "--kind", "agent")
+    fwj("binding", "set", "p1", "--agent", "a1")
+    fwj("bot", "add", "qq", "--adapter", "onebot", "--principal", "p1", "--access-token-stdin", input=TOKEN)
+    host_a, host_b, host_c = hosts(home, tmp_path, 3)
+
+    def serve(host):
+        proc = subprocess.Popen([fw_bin(), "bot", "serve", "qq", "--listen", "127.0.0.1:0", "--json"], env=env_for(host, FW_STATE=url),
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        return proc, json.loads(proc.stdout.readline())["websocket"]
+
+    def answering(ws, first_id):
+        def answer():
+            try:
+                while True:
+                    frame = json.loads(ws.recv(timeout=60))
+                    frames.append((first_id, frame))
+                    ws.send(json.dumps(ok({"message_id": first_id + len(frames)}, frame["echo"])))
+            except Exception:
+                return  # the socket closed
+        thread = threading.Thread(target=answer, daemon=True)
+        thread.start()
+        return thread
+
+    def send(text):
+        done = subprocess.run([fw_bin(), "tool", "call", "--run", run, "platform_send_message", "--args",
+                               json.dumps({"target_type": "group", "target_id": "30003", "text": text}), "--json"],
+                              env=env_for(host_b, FW_STATE=url), capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stdout + done.stderr
+        return json.loads(done.stdout)
+
+    frames: list = []
+    server_a, ws_a_url = serve(host_a)
+    server_c = None
+    sockets = contextlib.ExitStack()
+    try:
+        ws_a = sockets.enter_context(napcat(ws_a_url))
+        lines_until(server_a, "connected")
+        run = json.loads(subprocess.run([fw_bin(), "event", "handle", "qq", "--event", json.dumps(EVENT), "--no-run", "--json"],
+                                        env=env_for(host_b, FW_STATE=url), capture_output=True, text=True, check=True).stdout)["run"]["run_id"]
+        answering(ws_a, 100)
+        assert [send("one")["message_id"], send("two")["message_id"]] == ["101", "102"]
+        owner = state_rows_at(url, "SELECT owner, epoch FROM onebot_owner WHERE bot = 'qq'")[0]
+        assert owner["owner"].endswith(f":{server_a.pid}") and owner["epoch"] == 1
+        server_a.kill()  # SIGKILL: the socket drops with it
+        server_a.wait(10)
+        ws_a.close()
+        server_c, ws_c_url = serve(host_c)
+        ws_c = sockets.enter_context(napcat(ws_c_url))
+        lines_until(server_c, "connected")
+        answering(ws_c, 200)
+        assert send("three")["message_id"] == "203"
+        owner = state_rows_at(url, "SELECT owner, epoch FROM onebot_owner WHERE bot = 'qq'")[0]
+        assert owner["owner"].endswith(f":{server_c.pid}") and owner["epoch"] == 2
+        checked = json.loads(subprocess.run([fw_bin(), "state", "check", "--json"], env=env_for(host_b, FW_STATE=url),
+                                            capture_output=True, text=True, check=True).stdout)
+        assert [(o["bot"], o["owner"], o["epoch"]) for o in checked["bot_owners"]] == [("qq", owner["owner"], 2)]
+        assert checked["problems"] == []
+        ws_c.close()
+    finally:
+        sockets.close()
+        for proc in (server_a, server_c):
+            if proc is not None and proc.poll() is None:
+                proc.send_signal(signal.SIGINT)
+                proc.communicate(timeout=30)
+    assert [f["params"]["message"][0]["data"]["text"] for _, f in frames] == ["one", "two", "three"]
+    assert [first for first, _ in frames] == [100, 100, 200]  # A sent the first two, C the third
+    asked = state_rows_at(url, "SELECT status, asked_by FROM onebot_outbox ORDER BY id")
+    assert [r["status"] for r in asked] == ["answered"] * 3 and all(r["asked_by"] != owner["owner"] for r in asked)

@@ -65,7 +65,8 @@ def migrate(ctx: typer.Context, as_json: JsonOpt = False) -> None:
 def check(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     """Check the store: that it can be reached, its schema version, the lanes held (a
     principal's or a conversation's work in progress) and by whom, and serving processes whose
-    heartbeat has stopped. A store that cannot be reached is `unavailable` (exit 7)."""
+    heartbeat has stopped, and which `fw bot serve` holds each bot's reverse WebSocket (its
+owner, relaying other processes' actions) and since when it was seen. A store that cannot be reached is `unavailable` (exit 7)."""
     from ..runtime.state_admin import state_check  # lazy: start-up speed
 
     doc = state_check(home_of(ctx))
@@ -79,6 +80,8 @@ def _render_check(console: Any, doc: dict[str, Any]) -> None:
           [[h["lane"], h["owner"], h["lease_until"], h["fence"]] for h in doc["lanes_held"]], "No lane is held: nothing runs.", titled=True)
     table(console, "serving", ["id", "host", "heartbeat_at"], [[s["id"], s["host"], s["heartbeat_at"]] for s in doc["serving"]],
           "Nothing is serving.", titled=True)
+    table(console, "bot sockets", ["bot", "owner", "epoch", "seen_at"],
+          [[o["bot"], o["owner"], o["epoch"], o["seen_at"] or ""] for o in doc["bot_owners"]], "No bot's socket is held.", titled=True)
     for problem in doc["problems"]:
         console.print(f"{problem['code']}: {problem['message']}")
 

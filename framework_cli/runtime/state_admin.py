@@ -38,6 +38,7 @@ from ..state.store import STATE_FILE, StateStore
 from . import lanes
 
 STALE_SECONDS = 30.0  # a serving process whose heartbeat is older than this has stopped (engine's rule)
+LINK_STALE_SECONDS = 60  # a bot's socket row not refreshed for this long was left by a process that died (the onebot adapter's rule)
 TABLES = list(dict.fromkeys(re.findall(r"CREATE TABLE (\w+)", " ".join(s for _, stmts in MIGRATIONS for s in stmts))))
 SERIAL_TABLES = {"messages": "id", "turns": "id", "tasks": "id", "local_messages": "seq", "local_actions": "seq",
                  "conversations": "id", "bot_events": "id", "audit": "seq"}
@@ -98,6 +99,8 @@ def state_check(home: Home) -> dict[str, Any]:
         version = len(store.all("SELECT name FROM migrations"))
         held = lanes.held_lanes(store)
         serving = store.all("SELECT id, host, heartbeat_at FROM dispatchers ORDER BY started_at")
+        owners = store.all("SELECT o.bot, o.owner, o.epoch, MAX(l.seen_at) AS seen_at FROM onebot_owner o LEFT JOIN onebot_links l "
+                           "ON l.bot = o.bot AND l.owner = o.owner GROUP BY o.bot, o.owner, o.epoch ORDER BY o.bot")
     stale = [s for s in serving if s["heartbeat_at"] < stale_before]
     problems = []
     if version < len(MIGRATIONS):
@@ -105,8 +108,13 @@ def state_check(home: Home) -> dict[str, Any]:
     for s in stale:
         problems.append({"code": "stale_owner", "message": f"{s['id']} on {s['host']} has not beaten since {s['heartbeat_at']}: "
                          "its work is taken back by the next dispatcher or server that looks"})
+    link_stale_before = (datetime.now(timezone.utc) - timedelta(seconds=LINK_STALE_SECONDS)).isoformat(timespec="milliseconds")
+    for o in owners:
+        if not o["seen_at"] or o["seen_at"] < link_stale_before.replace("+00:00", "Z"):
+            problems.append({"code": "stale_owner", "message": f"bot {o['bot']}'s socket was held by {o['owner']}, not seen since "
+                             f"{o['seen_at'] or 'it connected'}: the next fw bot serve its implementation connects to takes it over"})
     return {"state": where(home), "reachable": True, "schema_version": version, "latest": len(MIGRATIONS),
-            "lanes_held": held, "serving": serving, "stale": [s["id"] for s in stale], "problems": problems}
+            "lanes_held": held, "serving": serving, "bot_owners": owners, "stale": [s["id"] for s in stale], "problems": problems}
 
 
 # -- copy ---------------------------------------------------------------------------------------------

@@ -20,7 +20,9 @@ event the bot's principal takes is queued in `state.db` in the transaction that 
 (runtime/bot_events.py); the server's engine, on the same event loop, runs the queue
 (engine/events.py): at most `--concurrency` runs at once, one at a time per conversation. Meta
 events keep each bot's heartbeat and online state; a bot whose heartbeats stop for three
-intervals is offline, and the server says so. What happens is told to `on_record` as small
+intervals is offline, and the server says so. The server that holds a bot's socket owns the bot
+(`onebot_owner`, with an epoch) and sends, in order, the actions other processes put in its
+outbox (platform/adapters/onebot_relay.py), woken by the store's notices. What happens is told to `on_record` as small
 documents (the CLI prints them, each with its time).
 """
 
@@ -46,10 +48,11 @@ from ..home.secrets import redact
 from ..home.store import Home
 from ..http_client import close_async_clients
 from ..platform.adapters import onebot
+from ..platform.adapters import onebot_relay as relay
 from ..platform.adapters.onebot_reports import Report, read_report
 from ..runtime import bot_events, work
 from ..runtime.processes import stop_descendants
-from ..state.store import StateStore, now_iso
+from ..state.store import Poller, StateStore, listener, now_iso
 from .gateway import run_gateway
 from .http import DoorLimits, RefusalLog, bind, is_loopback, parse_json, parse_listen, serve, url_host
 
@@ -139,6 +142,8 @@ class BotDoor:
         self._stores = threading.local()  # each store thread keeps its connection: opening one costs more than a report
         self._background: set[asyncio.Future[Any]] = set()
         self._over: set[str] = set()  # principals flagged for more waiting events than their max_queue
+        self._epochs: dict[str, int] = {}  # bot -> the epoch of its ownership, while this server holds its socket
+        self._outbox = asyncio.Event()  # set when the outbox may hold work for this server
 
     def close(self) -> None:
         self._store.shutdown(wait=False, cancel_futures=True)
@@ -376,6 +381,10 @@ class BotDoor:
         link = onebot.SocketLink(bot.name, send, self_id, asend=websocket.send_text)
         onebot.LINKS.attach(link)
         await self.stored_or_said(lambda store: self._linked(store, bot, link), f"the socket of bot {bot.name}")
+        epoch = await self.stored_or_said(lambda store: relay.take_ownership(store, bot.name, onebot.OWNER), f"the owner of bot {bot.name}")
+        if epoch is not None:
+            self._epochs[bot.name] = epoch
+            self._outbox.set()
         self.say({"type": "connected", "bot": bot.name, "self_id": link.self_id})
         work.changed()  # its waiting events can run now
         try:
@@ -383,6 +392,10 @@ class BotDoor:
         finally:
             if not onebot.LINKS.detach(link):
                 await self.stored_or_said(lambda store: onebot.forget_link_in(store, bot.name), f"the socket of bot {bot.name}")
+                held = self._epochs.pop(bot.name, None)
+                if held is not None:
+                    await self.stored_or_said(lambda store: relay.release_ownership(store, bot.name, onebot.OWNER, held),
+                                              f"the owner of bot {bot.name}")
             self.say({"type": "disconnected", "bot": bot.name, "self_id": link.self_id})
 
     @staticmethod
@@ -430,6 +443,65 @@ class BotDoor:
             if not taken:
                 self.say({"type": "failed", "bot": bot.name, "why": "a frame was skipped: state.db was busy"})
 
+    # -- the outbox: other processes' actions on the sockets held here ------------------------------
+    async def relay_outbox(self) -> None:
+        """While this server holds bots' sockets, send the actions other processes ask of them,
+        each bot's in the order they were asked; woken by the store's notices (PostgreSQL,
+        listened for on a thread of its own) or looking every 0.1 s (SQLite)."""
+        listening = await self._listener()
+        loop = asyncio.get_running_loop()
+        stop = threading.Event()
+
+        def listen() -> None:
+            while not stop.is_set():
+                try:
+                    if listening.wait(1.0):
+                        loop.call_soon_threadsafe(self._outbox.set)
+                except FwError:
+                    stop.wait(1.0)  # the listener's connection broke: the outbox is still looked at each second
+                except RuntimeError:
+                    return  # the loop has closed
+
+        thread = None
+        if not isinstance(listening, Poller):
+            thread = threading.Thread(target=listen, name="fw-outbox-notices", daemon=True)
+            thread.start()
+        every = 0.1 if thread is None else 1.0
+        try:
+            while True:
+                for bot in list(self._epochs):
+                    await self._relay_bot(bot)
+                with contextlib.suppress(asyncio.TimeoutError, TimeoutError):
+                    await asyncio.wait_for(self._outbox.wait(), every if self._epochs else 1.0)
+                self._outbox.clear()
+        finally:
+            stop.set()
+            if thread is not None:
+                await asyncio.to_thread(thread.join, 2.0)
+            with contextlib.suppress(Exception):
+                listening.close()
+
+    async def _listener(self) -> Any:
+        try:
+            return await asyncio.to_thread(listener, self.home, relay.OUTBOX_CHANNEL)
+        except FwError as exc:
+            self.say({"type": "ignored", "why": f"the outbox's notices cannot be had ({exc.message}): it is looked at every 0.1 s"})
+            return Poller()
+
+    async def _relay_bot(self, bot: str) -> None:
+        while (epoch := self._epochs.get(bot)) is not None and (link := onebot.LINKS.current(bot)) is not None:
+            asked = await self.stored_or_said(lambda store: relay.claim_next(store, bot, onebot.OWNER, epoch), f"the outbox of bot {bot}")
+            if asked is None:
+                return
+            try:
+                answer = await link.arequest(asked["action"], asked["params"], onebot.ACTION_TIMEOUT,
+                                             lambda action, detail: FwError("unavailable", detail, ""))
+                outcome: dict[str, Any] = {"answer": answer}
+            except FwError as exc:
+                outcome = {"error": exc.message}
+            await self.stored_or_said(lambda store: relay.settle(store, asked["id"], epoch, **outcome), f"the outbox of bot {bot}")
+            self.say({"type": "relayed", "bot": bot, "action": asked["action"], "outcome": "failed" if "error" in outcome else "ok"})
+
     # -- liveness -------------------------------------------------------------------------------
     async def keep_fresh(self) -> None:
         """While serving: say so in state.db for each bot (other processes read it), and look
@@ -452,6 +524,7 @@ class BotDoor:
                     onebot.record_link(store, bot.name, online=link.online, self_id=link.self_id)
         for bot in self.bots:
             onebot.forget_old_sights(store, bot.name)
+        relay.forget_old(store)
 
     async def watch_once(self) -> None:
         rows = await self.stored_or_said(lambda store: {b.name: store.one("SELECT * FROM onebot_status WHERE bot = ?", (b.name,))
@@ -506,11 +579,13 @@ def build_app(door: BotDoor) -> Any:
     @contextlib.asynccontextmanager
     async def lifespan(app: Any) -> AsyncIterator[None]:
         fresh = asyncio.ensure_future(door.keep_fresh())
+        outbox = asyncio.ensure_future(door.relay_outbox())
         engine = asyncio.ensure_future(door.engine.serve())
         try:
             yield
         finally:
             fresh.cancel()
+            outbox.cancel()
             if not engine.done():
                 await door.engine.stop()  # the runs in flight are ended; waiting events stay queued
                 engine.cancel()

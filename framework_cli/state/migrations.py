@@ -329,3 +329,34 @@ MIGRATIONS.append(
         ],
     )
 )
+
+# The reverse WebSocket of a OneBot bot is held by one process at a time, its owner (with an
+# epoch that grows with each new holder); actions of runs in other processes (on other hosts,
+# with PostgreSQL) reach the bot through the owner's outbox, answered in order.
+MIGRATIONS.append(
+    (
+        "0011_onebot_owner_and_outbox",
+        [
+            """CREATE TABLE onebot_owner (
+                bot TEXT PRIMARY KEY,
+                owner TEXT NOT NULL,
+                epoch INTEGER NOT NULL,
+                seen_at TEXT NOT NULL
+            )""",
+            """CREATE TABLE onebot_outbox (
+                id INTEGER PRIMARY KEY AUTOINCREMENT,
+                bot TEXT NOT NULL,
+                action TEXT NOT NULL,
+                params TEXT NOT NULL,
+                status TEXT NOT NULL,
+                epoch INTEGER,
+                answer TEXT,
+                error TEXT,
+                asked_by TEXT NOT NULL,
+                asked_at TEXT NOT NULL,
+                answered_at TEXT
+            )""",
+            "CREATE INDEX onebot_outbox_waiting ON onebot_outbox (bot, status, id)",
+        ],
+    )
+)

@@ -223,6 +223,11 @@ class PgStore:
             row = cursor.fetchone() if key else None
         return int(row[key]) if row else 0
 
+    # -- notices between processes -----------------------------------------------------------
+    def notify(self, channel: str, payload: str = "") -> None:
+        """Wake the processes that listen on `channel` (sent when the transaction commits)."""
+        self.execute("SELECT pg_notify(?, ?)", (channel, payload))
+
     # -- the schema ------------------------------------------------------------------------
     def migrate(self) -> None:
         """Apply every migration this database lacks, in order, each with its record, one
@@ -250,3 +255,29 @@ class PgStore:
 
     def schema_version(self) -> int:
         return len(self._applied())
+
+
+class PgListener:
+    """A connection of its own that LISTENs on one channel: `wait(seconds)` returns True as soon
+    as a notice comes, False when the time passes without one."""
+
+    def __init__(self, url: str, channel: str) -> None:
+        import psycopg
+
+        try:
+            self._conn = psycopg.connect(url, autocommit=True, connect_timeout=int(CONNECT_SECONDS))
+            self._conn.execute(f"LISTEN {channel}")
+        except psycopg.Error as exc:
+            raise unreachable(url, exc) from None
+        self.url = url
+
+    def wait(self, seconds: float) -> bool:
+        import psycopg
+
+        try:
+            return any(True for _ in self._conn.notifies(timeout=seconds, stop_after=1))
+        except psycopg.Error as exc:
+            raise unreachable(self.url, exc) from None
+
+    def close(self) -> None:
+        self._conn.close()

@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -74,6 +75,32 @@ def _file_id(path: str) -> tuple[int, int] | None:
     except OSError:
         return None
     return st.st_dev, st.st_ino
+
+
+class Poller:
+    """What listens with SQLite, which has no notices: `wait(seconds)` sleeps a short while (at
+    most `every`) and says False, so its caller looks at the store again."""
+
+    def __init__(self, every: float = 0.1) -> None:
+        self.every = every
+
+    def wait(self, seconds: float) -> bool:
+        time.sleep(min(seconds, self.every))
+        return False
+
+    def close(self) -> None:
+        pass
+
+
+def listener(home: Any, channel: str) -> Any:
+    """Something to `wait(seconds)` on for notices on `channel` from other processes (a
+    PostgreSQL LISTEN; with SQLite, a short sleep), then `close()`."""
+    url = state_url(home.root)
+    if url is None:
+        return Poller()
+    from .postgres import PgListener  # lazy: start-up speed (psycopg)
+
+    return PgListener(url, channel)
 
 
 def state_exists(home: Any) -> bool:
@@ -239,6 +266,10 @@ class StateStore:
                 self.db.execute(f"RELEASE {savepoint}")
         except sqlite3.DatabaseError:
             pass
+
+    def notify(self, channel: str, payload: str = "") -> None:
+        """PostgreSQL wakes other processes at once; with SQLite they look again soon instead
+        (`listener`), so there is nothing to send."""
 
     # -- queries ---------------------------------------------------------------------------
     def execute(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:

@@ -7,7 +7,8 @@ go-cqhttp, reached either way it is usually deployed.
 - Reverse WebSocket: the implementation connects to `fw bot serve` (`/onebot/v11/ws`). A bot
   without a `url` sends its actions on that socket as `{"action", "params", "echo"}` and reads
   the frame with the same `echo`. Only the process that holds the socket can send on it; the
-  others see whether it is connected through `state.db` (`onebot_links`).
+  others see whether it is connected through the store (`onebot_links`), and send their
+  actions through that process's outbox (`onebot_relay.py`).
 
 Like every adapter it only translates: a semantic API call into a OneBot action and its answer
 back (a report into an event is `onebot_reports.py`'s). A failed action (an HTTP
@@ -39,6 +40,7 @@ from ...home.store import Home
 from ...http_client import async_http_client, http_client
 from ...state.store import StateStore, now_iso
 from .local import DEFAULT_MUTE_SECONDS
+from .onebot_relay import RelayedLink, owner_of
 from .onebot_reports import plain_text, status_online
 
 ACTION_TIMEOUT = 30.0  # seconds an action waits for its answer, over HTTP or on the socket
@@ -133,15 +135,22 @@ class OneBotAdapter:
             return self._http(action, payload, ACTION_TIMEOUT)
         return self._answer_data(action, self._link(action).request(action, payload, ACTION_TIMEOUT, self._failure))
 
-    def _link(self, action: str) -> SocketLink:
+    def _link(self, action: str) -> SocketLink | RelayedLink:
+        """The bot's socket: held here, or held by another fw process (on this host or, with
+        PostgreSQL, another), whose outbox relays the action."""
         link = LINKS.current(self.bot)
-        if link is None:
-            held = link_state(self.home, self.bot)
-            why = (f"its socket is held by another fw process ({held['owner']}); only the runs of that `fw bot serve` can act on it"
-                   if held else "no OneBot implementation is connected to its reverse WebSocket")
-            raise FwError("unavailable", f"bot {self.bot!r} cannot send {action}: {why}", self.offline_hint,
-                          reason="adapter_offline", action=action)
-        return link
+        if link is not None:
+            return link
+        held = link_state(self.home, self.bot)
+        if held is not None:
+            with StateStore.open(self.home) as store:
+                owner = owner_of(store, self.bot)
+            if owner is not None and owner["owner"] == held["owner"]:
+                return RelayedLink(self.home, self.bot, owner["owner"], OWNER)
+        why = (f"its socket is held by another fw process ({held['owner']}) that relays no actions"
+               if held else "no OneBot implementation is connected to its reverse WebSocket")
+        raise FwError("unavailable", f"bot {self.bot!r} cannot send {action}: {why}", self.offline_hint,
+                      reason="adapter_offline", action=action)
 
     def _http(self, action: str, payload: dict[str, Any], timeout: float) -> Any:
         import httpx  # lazy: start-up speed
