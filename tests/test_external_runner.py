@@ -156,9 +156,35 @@ def test_an_external_harness_needs_a_command(home):
     assert fw("resource", "read", "harness", "x", "--json").exit_code == 3
 
 
-def test_the_readme_prints_the_example_runner_as_shipped():
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-    assert "```python\n" + EXAMPLE.read_text() + "```" in readme
+def test_the_docs_print_the_example_runner_as_shipped():
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "external-runners.md").read_text()
+    assert "```python\n" + EXAMPLE.read_text() + "```" in doc
+
+
+def test_a_runners_program_is_found_on_path_or_from_the_folder_fw_started_in(home, tmp_path):
+    """A bare name is looked up on PATH; a name with a `/` is taken from the folder fw was
+    started in (not the home, where the runner then runs); a missing one names what was tried."""
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    script = tools / "answer.sh"
+    script.write_text("#!/bin/sh\necho \"answered from $(pwd)\"\n")
+    script.chmod(0o755)
+    make_basics()
+    external(["tools/answer.sh"])
+    fwj("agent", "edit", "a1", "--harness", "ext")
+    started_here = subprocess.run([fw_bin(), "agent", "run", "a1", "--message", "hi", "--json"], cwd=tmp_path,
+                                  env={**os.environ, "FW_HOME": str(home)}, capture_output=True, text=True, timeout=60)
+    assert started_here.returncode == 0, started_here.stdout + started_here.stderr
+    assert json.loads(started_here.stdout)["answer"] == f"answered from {home}"  # it runs in the run's folder
+    elsewhere = subprocess.run([fw_bin(), "agent", "run", "a1", "--message", "hi", "--json"], cwd=home,
+                               env={**os.environ, "FW_HOME": str(home)}, capture_output=True, text=True, timeout=60)
+    error = json.loads(elsewhere.stdout)["error"]
+    assert elsewhere.returncode == 7 and error["reason"] == "runner", error
+    assert f"tried {home}/tools/answer.sh" in error["message"] and "folder fw was started in" in error["message"]
+    external(["no-such-runner-program-7f3a"], name="ext2")
+    fwj("agent", "edit", "a1", "--harness", "ext2")
+    missing = fw("agent", "run", "a1", "--message", "hi", "--json")
+    assert missing.exit_code == 7 and "was not found on PATH" in missing.json["error"]["message"], missing
 
 
 def test_event_handle_runs_the_external_runner_on_the_event_and_it_replies_through_the_gateway(home):
@@ -237,3 +263,18 @@ def test_ending_the_run_stops_its_external_runner(home):
     assert proc.returncode == 5, (out, err)
     assert json.loads(out)["error"]["code"] == "run_ended"
     assert running(marker) == []
+
+
+def test_an_external_runners_tools_are_decided_by_its_harness_not_its_model(home):
+    """fw calls no model for an external runner: a model without tool calling does not take the
+    runner's tools away; the harness's capabilities and permissions decide."""
+    setup([sys.executable, str(EXAMPLE)], "resource_management")
+    fwj("resource", "write", "model", "m1", "--data", json.dumps({"capabilities": {"tool_call": False}}))
+    run = fwj("run", "start", "--agent", "a1")
+    assert "framework_resource_list" in run["tools"], run
+    fwj("run", "end", run["run_id"])
+    external([sys.executable, str(EXAMPLE)], permissions=("detail",), name="ext2")
+    fwj("agent", "edit", "a1", "--harness", "ext2")
+    refused = fwj("run", "start", "--agent", "a1")
+    assert refused["tools"] == [] or not any(t.startswith("framework_") for t in refused["tools"]), refused
+    fwj("run", "end", refused["run_id"])

@@ -115,6 +115,9 @@ def _secret_values(names: list[str]) -> dict[str, str]:
         raise FwError("usage", "a --secret-setting is given twice", "name each secret setting once")
     text = read_stdin_text("the secret settings")
     values = [text.strip()] if len(names) == 1 else [line.strip() for line in text.splitlines() if line.strip()]
+    if len(names) == 1 and not values[0]:
+        raise FwError("invalid", f"standard input holds no value for --secret-setting {names[0]} (it was empty)",
+                      f"pipe the value in: `printf '%s' \"$KEY\" | fw plugin enable NAME --secret-setting {names[0]}`")
     if len(values) != len(names) or not all(values):
         raise FwError("invalid", f"standard input holds {len(values)} value(s) for {len(names)} --secret-setting(s)",
                       "pipe one value a line, in the order of the flags: `printf '%s\\n' \"$KEY\" | fw plugin enable NAME "

@@ -79,10 +79,13 @@ class Projection:
 
 
 def runner_refusal(snapshot: Snapshot) -> str | None:
-    """Why the runner may call no tool at all, or None when it may."""
-    if not snapshot.model_tool_call:
-        return "the agent's model does not have capabilities.tool_call"
+    """Why the runner may call no tool at all, or None when it may. fw's own model loop needs a
+    model that calls tools; an external runner's harness speaks for its program (fw calls no
+    model for it), so there its capabilities alone decide."""
     harness = snapshot.harness
+    external = harness is not None and harness.get("type") == "external"
+    if not external and not snapshot.model_tool_call:
+        return "the agent's model does not have capabilities.tool_call"
     if harness is None:
         return None
     if not (harness.get("capabilities") or {}).get("tool_calling"):

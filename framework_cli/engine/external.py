@@ -13,6 +13,7 @@ for such a run.
 from __future__ import annotations
 
 import os
+import shutil
 import threading
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -106,8 +107,30 @@ def _status(home: Any, run_id: str) -> str:
         return "ended"
 
 
+def _program(argv: list[str], env: dict[str, str]) -> list[str]:
+    """The command with its program found as a shell finds it: a bare name on PATH; a name with
+    a `/` from the folder fw was started in (not the run's working folder, where it then runs);
+    `unavailable` naming what was tried when it is not there."""
+    program = argv[0]
+    if "\0" in program:
+        raise FwError("invalid", "the harness's command holds a NUL character", "give it plain text", reason="runner")
+    if "/" not in program:
+        found = shutil.which(program, path=env.get("PATH", os.defpath))
+        if found is None:
+            raise FwError("unavailable", f"the external runner's program {program!r} was not found on PATH ({env.get('PATH', os.defpath)})",
+                          "install it, or give the harness's command a path to it", reason="runner")
+        return [found, *argv[1:]]
+    path = os.path.abspath(os.path.expanduser(program))
+    if not os.path.isfile(path):
+        raise FwError("unavailable", f"the external runner's program {program!r} was not found: tried {path} "
+                      "(a path is taken from the folder fw was started in)", "give the harness's command an absolute path, "
+                      "or start fw in the folder the path is relative to", reason="runner")
+    return [path, *argv[1:]]
+
+
 def _start(argv: list[str], folder: str, env: dict[str, str], timeout: float, text: str,
            stop_when: Callable[[], bool] | None = None) -> Any:
+    argv = _program(argv, env)
     try:
         return run_supervised(argv, cwd=folder, env=env, timeout=timeout, stdin=text.encode("utf-8"), keep=OUTPUT_KEPT,
                               stop_when=stop_when)
