@@ -1,4 +1,4 @@
-"""Issue 21, item 25: the README's "Running an agent" steps run as printed on a copy of
+"""Issue 21, item 25: the tutorial's "Running an agent" steps run as printed on a copy of
 sample_home, and leave the repository's files as they were (git status clean)."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from test_tour import fresh_checkout, fresh_shell_env, tour_script
 
 
 def agent_run_commands() -> list[str]:
-    section = (REPO / "README.md").read_text().split("\n## Running an agent\n", 1)[1].split("\n## ", 1)[0]
-    blocks = re.findall(r"^```\n(.*?)^```$", section, re.S | re.M)
+    section = (REPO / "docs" / "tutorial.md").read_text().split("\n## Running an agent\n", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"^```sh\n(.*?)^```$", section, re.S | re.M)
     return [line.strip() for line in blocks[-1].splitlines() if line.strip()]
 
 

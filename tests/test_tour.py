@@ -17,7 +17,7 @@ def tour_commands(readme: str) -> list[str]:
     """The commands of every code block under "## A tour", in order, a continued line joined
     to the next, blank lines left out."""
     section = readme.split("\n## A tour\n", 1)[1].split("\n## ", 1)[0]
-    blocks = re.findall(r"^```\n(.*?)^```$", section, re.S | re.M)
+    blocks = re.findall(r"^```(?:sh)?\n(.*?)^```$", section, re.S | re.M)
     assert blocks, "README.md has no code block under '## A tour'"
     commands, pending = [], ""
     for line in "".join(blocks).splitlines():
