@@ -78,3 +78,22 @@ def test_a_refused_dry_run_is_refused_as_the_write_would_be(home):
     doc = fwj("resource", "write", "agent", "a1", "--data", json.dumps({"model": "nope"}), "--dry-run", code=4)
     assert doc["error"]["code"] == "invalid"
     assert snapshot(home) == before
+
+
+def test_a_dry_run_names_no_secret_file_that_is_not_there_and_keeps_the_files_text(home):
+    """A provider whose key comes from the environment has no secrets file: a dry run says
+    nothing of one. The diff is the file's text as it is: a comment naming fw is not rewritten
+    to carry --home, as the commands fw prints for the reader are."""
+    fwj("resource", "write", "provider", "p1", "--create", "--data", json.dumps({"base_url": "https://x.test/v1", "api_key_env": "K"}))
+    path = home / "providers/default/p1.yaml"
+    path.write_text("# and fw keeps it under secrets/\n" + path.read_text())
+    before = snapshot(home)
+    for args in (["--json"], []):
+        r = fw("--home", str(home), "resource", "write", "provider", "p1", "--data", '{"description": "y"}', "--dry-run", *args)
+        assert r.exit_code == 0, r
+        text = r.json["diff"] if args else r.stdout
+        assert "secrets/" not in text.replace("# and fw keeps it under secrets/", ""), text
+        assert " # and fw keeps it under secrets/\n" in text and "--home" not in text, text
+        if args:
+            assert all(not f["path"].startswith("secrets/") for f in r.json["files"]), r.json
+    assert snapshot(home) == before

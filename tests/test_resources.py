@@ -181,6 +181,29 @@ def test_comments_key_order_and_quotes_survive_an_edit(home):
     )
 
 
+def test_every_comment_line_of_the_sample_agents_survives_agent_edit(tmp_path):
+    """The comments after a list hang on its last item: a list the edit replaces keeps them, and
+    each item that stays keeps its own end-of-line comment."""
+    import shutil
+
+    from conftest import SAMPLE_HOME
+
+    root = tmp_path / "sample"
+    shutil.copytree(SAMPLE_HOME, root, ignore=shutil.ignore_patterns(".index*", ".lock", ".locks", "state.db*", "runs"))
+    for path in sorted((root / "agents").rglob("*.yaml")):
+        name = path.stem
+        before = [line for line in path.read_text().splitlines() if line.lstrip().startswith("#") or "  #" in line]
+        assert fw("--home", str(root), "agent", "edit", name, "--add-builtin-tool", "task_collaboration", "--json").exit_code == 0
+        fw("--home", str(root), "agent", "edit", name, "--remove-builtin-tool", "local_execution", "--json")
+        after = path.read_text().splitlines()
+        assert [line for line in before if line not in after] == [], f"{path.name} lost comment lines"
+    path = root / "agents/default/ops.yaml"
+    path.write_text(path.read_text().replace("  - resource_management\n", "  - resource_management  # why it is here\n"))
+    assert fw("--home", str(root), "agent", "edit", "ops", "--add-builtin-tool", "local_execution", "--json").exit_code == 0
+    text = path.read_text()
+    assert "  - resource_management  # why it is here\n" in text and text.index("# It also answers") > text.index("  - local_execution")
+
+
 def test_prompt_front_matter_comments_survive_a_body_edit(home):
     (home / "prompts/default/p1.md").write_text("---\n# why this prompt\ndescription: 'x'\n---\nold body\n")
     fwj("resource", "write", "prompt", "p1", "--data", '{"body": "new body\\n"}')

@@ -25,7 +25,9 @@ JsonOpt = Annotated[
 _root_json = False  # `fw --json COMMAND`: set by the root callback on every invocation
 _home_option: str | None = None  # `fw --home PATH COMMAND`: the commands we print name it too
 # `fw home init PATH` names its home itself
-FW_COMMAND = re.compile(r"(?<![\w/.-])fw (?!--home |home init )(?=[a-z][a-z-]* )")  # any command group
+# A command fw prints for the reader to run stands in backquotes: only those are rewritten, never
+# the text of a file or a name shown (a comment that says "fw keeps it" stays as it is).
+FW_COMMAND = re.compile(r"(?<=`)fw (?!--home |home init )(?=[a-z][a-z-]* )")  # any command group
 
 
 def set_root_json(flag: bool) -> None:

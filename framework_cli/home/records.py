@@ -34,8 +34,40 @@ def merge_patch(target: Any, patch: Any) -> Any:
         else:
             new = merge_patch({}, value) if isinstance(value, dict) else value
             if key not in target or not _same(target[key], new):
-                target[key] = _commented(new)
+                replaced, target[key] = target.get(key), _commented(new)
+                _keep_comments(replaced, target[key])
     return target
+
+
+def _keep_comments(old: Any, new: Any) -> None:
+    """A list replaced by a patch keeps the comments of the file: each item that stays where it
+    was keeps its own end-of-line comment, and the lines of comments after the old list (which
+    the YAML reader hangs on its last item) follow the new one's last item."""
+    import copy
+
+    comments = getattr(old, "ca", None)
+    if not isinstance(old, list) or not isinstance(new, list) or comments is None or not old or not new:
+        return
+    line_comments: dict[int, str] = {}
+    after = ""
+    for index, found in comments.items.items():
+        token = found[0] if found else None
+        if token is None or not isinstance(index, int):
+            continue
+        own, _, rest = token.value.partition("\n") if not token.value.startswith("\n") else ("", "", token.value[1:])
+        if own.strip() and index < len(new) and _same(old[index], new[index]):
+            line_comments[index] = own
+        if index == len(old) - 1:
+            after = rest
+    if not line_comments and not after:
+        return
+    template = next(f[0] for f in comments.items.values() if f and f[0] is not None)
+    last = len(new) - 1
+    for index in sorted(set(line_comments) | ({last} if after else set())):
+        token = copy.copy(template)
+        token.value = (line_comments.get(index, "") + "\n" + (after if index == last else "")) if index in line_comments \
+            else "\n" + after
+        new.ca.items[index] = [token, None, None, None]
 
 
 def _same(old: Any, new: Any) -> bool:

@@ -273,7 +273,8 @@ class Home:
     def remove(self, rel: str) -> None:
         self._require_lock(rel)
         if self._planned is not None:
-            self._record("remove", rel, None, secret=rel.startswith(SECRETS_DIR + "/"))
+            if self.exists(rel):  # removing what is not there changes nothing, and says nothing
+                self._record("remove", rel, None, secret=rel.startswith(SECRETS_DIR + "/"))
             return
         target = self.root / rel
         if target.is_dir():
