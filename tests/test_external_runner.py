@@ -278,3 +278,36 @@ def test_an_external_runners_tools_are_decided_by_its_harness_not_its_model(home
     refused = fwj("run", "start", "--agent", "a1")
     assert refused["tools"] == [] or not any(t.startswith("framework_") for t in refused["tools"]), refused
     fwj("run", "end", refused["run_id"])
+
+
+def test_the_example_runner_says_in_one_line_when_its_run_has_ended(home):
+    """Against a gateway whose run has ended (its token refused), the example runner prints one
+    line on standard error, no traceback, and exits 1."""
+    import socket as socket_module
+
+    setup([sys.executable, str(EXAMPLE)], "resource_management")
+    run = fwj("run", "start", "--agent", "a1")
+    fwj("run", "end", run["run_id"])
+    with socket_module.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen([fw_bin(), "mcp", "serve", "--http", "--listen", f"127.0.0.1:{port}"], env={**os.environ, "FW_HOME": str(home)},
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.time() + 20
+        while time.time() < deadline:
+            try:
+                socket_module.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        env = {**os.environ, "FW_GATEWAY_URL": f"http://127.0.0.1:{port}/mcp", "FW_GATEWAY_TOKEN": run["gateway_token"]}
+        done = subprocess.run([sys.executable, str(EXAMPLE)], input="hello", env=env, capture_output=True, text=True, timeout=60)
+    finally:
+        server.terminate()
+        server.communicate(timeout=20)
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.strip().count("\n") == 0 and "is the run still active" in done.stderr, done.stderr
+    assert run["gateway_token"] not in done.stderr
+    unset = subprocess.run([sys.executable, str(EXAMPLE)], input="hello", env={"PATH": os.environ["PATH"]}, capture_output=True, text=True)
+    assert unset.returncode == 1 and "FW_GATEWAY_URL and FW_GATEWAY_TOKEN not set" in unset.stderr

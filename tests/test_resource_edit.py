@@ -110,3 +110,18 @@ def test_editing_a_missing_resource_is_not_found(home, editor):
     make_basics()
     result, seen = editor("keep", args=("agent", "a2"))
     assert result.exit_code == 3 and seen == [], result
+
+
+def test_an_editor_that_cannot_start_or_fails_is_named_and_nothing_is_written(home, monkeypatch):
+    make_basics()
+    before = snapshot(home)
+    monkeypatch.delenv("VISUAL", raising=False)
+    for editor, said in (("no-such-editor-4c2e", "cannot start the editor 'no-such-editor-4c2e' (from EDITOR)"),
+                         ("false", "the editor 'false' (from EDITOR) exited with status 1")):
+        monkeypatch.setenv("EDITOR", editor)
+        r = fw("resource", "edit", "agent", "a1", "--json")
+        assert r.exit_code == 2 and said in r.json["error"]["message"], r
+    monkeypatch.setenv("VISUAL", "no-such-visual-9d1b")
+    r = fw("resource", "edit", "agent", "a1", "--json")
+    assert "'no-such-visual-9d1b' (from VISUAL)" in r.json["error"]["message"], r
+    assert snapshot(home) == before

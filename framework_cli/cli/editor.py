@@ -36,12 +36,16 @@ def open_in_editor(text: str, suffix: str) -> str:
     try:
         with open(path, "w", encoding="utf-8") as handle:
             handle.write(text)
+        command = editor_command()
+        source = "VISUAL" if os.environ.get("VISUAL") else "EDITOR" if os.environ.get("EDITOR") else "the default editor"
         try:
-            status = subprocess.run([*editor_command(), path]).returncode
+            status = subprocess.run([*command, path]).returncode
         except OSError as exc:
-            raise FwError("usage", f"cannot start the editor: {exc.strerror or exc}", "set EDITOR to an editor on PATH, e.g. `export EDITOR=nano`") from None
+            raise FwError("usage", f"cannot start the editor {command[0]!r} (from {source}): {exc.strerror or exc}",
+                          "set EDITOR to an editor on PATH, e.g. `export EDITOR=nano`") from None
         if status != 0:
-            raise FwError("usage", f"the editor exited with status {status}; nothing was written", "save and quit the editor normally to keep the edit")
+            raise FwError("usage", f"the editor {command[0]!r} (from {source}) exited with status {status}; nothing was written",
+                          "save and quit the editor normally to keep the edit")
         try:
             with open(path, encoding="utf-8") as handle:
                 return handle.read()
