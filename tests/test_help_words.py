@@ -65,3 +65,16 @@ def test_every_flag_a_help_text_names_exists():
         named = set(re.findall(r"(?<![\w-])--[a-z][a-z-]*", text))
         foreign = {flag for flag in named if flag not in known and not re.search(rf"`fw [^`]*{flag}", text)}
         assert not foreign, (path, foreign)
+
+
+def test_help_wraps_at_the_terminal_never_mid_sentence():
+    """Each command's summary in its group's list is one line of text for the terminal to wrap
+    (the source's line breaks are not kept), at 80 columns as at 200."""
+    for words in (["agent"], ["run"], ["bot"], ["state"]):
+        for columns in ("80", "200"):
+            out = fw(*words, "--help", env={"COLUMNS": columns}).stdout
+            rows = [line.strip("│ ").rstrip() for line in out.splitlines() if line.startswith("│")]
+            for row, after in zip(rows, rows[1:]):
+                # a row cut short (well under the width) and continued on the next line is a kept line break
+                if row and after and not re.match(r"^[a-z-]+\s", after) and not after.startswith("-"):
+                    assert len(row) > int(columns) - 30, f"fw {' '.join(words)} --help breaks a line early:\n{row}\n{after}"

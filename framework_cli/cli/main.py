@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import os
 import shlex
 import sys
@@ -56,8 +57,20 @@ OPTION_METAVARS = {
 }
 
 
+def reflowed(text: str) -> str:
+    """Help text with each paragraph on one line, so that the terminal wraps it at its width
+    and never mid-sentence where the source broke a line (a paragraph that is a list, or holds
+    indented lines, is kept as written)."""
+    paragraphs = text.split("\n\n")
+    return "\n\n".join(p if any(line.startswith((" ", "-", "\b")) for line in p.strip("\n").splitlines()[1:])
+                       else " ".join(line.strip() for line in p.splitlines()) for p in paragraphs)
+
+
 def tidy_params(command: Any) -> None:
-    """Real metavars in usage lines and help, for every command under `command`."""
+    """Real metavars in usage lines and help, and help text that wraps at the terminal's width,
+    for every command under `command`."""
+    if command.help:
+        command.help = reflowed(inspect.cleandoc(command.help))
     for param in command.params:
         if isinstance(param, TyperArgument) and not isinstance(param, FwArgument):
             param.__class__ = FwArgument  # same state, usage words of our own

@@ -64,9 +64,10 @@ def migrate(ctx: typer.Context, as_json: JsonOpt = False) -> None:
 @app.command("check")
 def check(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     """Check the store: that it can be reached, its schema version, the lanes held (a
-    principal's or a conversation's work in progress) and by whom, and serving processes whose
+    principal's or a conversation's work in progress) and by whom, serving processes whose
     heartbeat has stopped, and which `fw bot serve` holds each bot's reverse WebSocket (its
-owner, relaying other processes' actions) and since when it was seen. A store that cannot be reached is `unavailable` (exit 7)."""
+    owner, which relays other processes' actions) and when it was last seen. A store that
+    cannot be reached is `unavailable` (exit 7)."""
     from ..runtime.state_admin import state_check  # lazy: start-up speed
 
     doc = state_check(home_of(ctx))
