@@ -10,6 +10,7 @@ import json
 import os
 import shutil
 import signal
+import sqlite3
 import subprocess
 import time
 
@@ -140,8 +141,14 @@ def test_copy_is_refused_while_the_source_is_served(home, database):
         setup(server.base_url, "ops")
         serving = subprocess.Popen([fw_bin(), "dispatch"], env=env_for(home), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         try:
+            def serving_now():
+                try:
+                    return (home / "state.db").exists() and state_rows(home, "SELECT id FROM dispatchers")
+                except sqlite3.OperationalError:  # the dispatcher is making state.db's tables
+                    return False
+
             deadline = time.time() + 30
-            while not ((home / "state.db").exists() and state_rows(home, "SELECT id FROM dispatchers")) and time.time() < deadline:
+            while not serving_now() and time.time() < deadline:
                 time.sleep(0.1)
             r = fw("state", "copy", "--to", "-", "--json", input=cluster.url(name))
             assert r.exit_code == 6 and r.json["error"]["code"] == "conflict" and r.json["error"]["serving"], r
