@@ -18,7 +18,10 @@ def test_binding_defaults(home):
     fwj("principal", "create", "bot", "--kind", "agent")
     doc = fwj("binding", "set", "bot", "--agent", "a1")
     assert doc["enabled"] is True
+    noted = {k: doc["binding"].pop(k) for k in ("enabled_by", "enabled_at")}
     assert doc["binding"] == {"principal": "bot", "agent": "a1", "enabled": True, "directory": str(home), "max_rounds": None, "policy": "mentioned", "max_queue": 100}
+    assert noted["enabled_by"].endswith(" (fw)") and noted["enabled_at"]
+    doc["binding"].update(noted)
     assert doc["next_step"]["command"] == "fw run start --principal bot"
     assert fwj("binding", "list")["bindings"] == [doc["binding"]]
 
@@ -82,7 +85,8 @@ def test_binding_edits_keep_a_hand_written_file(sample):
     original = path.read_text()
     fwj("binding", "disable", "ops")
     text = path.read_text()
-    assert text == original.replace("enabled: true", "enabled: false")
+    assert text.startswith(original.replace("enabled: true", "enabled: false"))  # the file as it was, and who turned it off
+    assert "\nenabled_by: " in text[len(original):] and "\nenabled_at: " in text[len(original):]
     fwj("binding", "set", "ops", "--agent", "ops", "--max-rounds", "3")
     assert path.read_text().startswith("# Makes principal")
     mtime = path.stat().st_mtime_ns
@@ -99,3 +103,23 @@ def test_a_corrupt_binding_is_never_overwritten(home):
     for args in (["binding", "set", "bot", "--agent", "a1"], ["binding", "enable", "bot"], ["run", "start", "--principal", "bot"]):
         assert fwj(*args, code=4)["error"]["code"] == "corrupt"
     assert snapshot(home) == before
+
+
+def test_a_binding_notes_who_turned_it_on_or_off_and_when(home):
+    import getpass
+
+    make_basics()
+    fwj("principal", "create", "p1", "--kind", "agent")
+    me = f"{getpass.getuser()} (fw)"
+    made = fwj("binding", "set", "p1", "--agent", "a1")["binding"]
+    assert made["enabled_by"] == me and made["enabled_at"].endswith("Z")
+    again = fwj("binding", "set", "p1", "--agent", "a1", "--max-rounds", "3")["binding"]
+    assert (again["enabled_by"], again["enabled_at"]) == (me, made["enabled_at"])  # an update leaves them
+    off = fwj("binding", "disable", "p1")["binding"]
+    assert off["enabled"] is False and off["enabled_by"] == me and off["enabled_at"] >= made["enabled_at"]
+    fwj("tool", "call", "--manager", "agent_set_enabled", "--args", '{"principal": "p1", "enabled": true}')
+    listed = fwj("binding", "list")["bindings"][0]
+    assert (listed["enabled"], listed["enabled_by"]) == (True, "manager (tool)")
+    unchanged = fwj("tool", "call", "--manager", "agent_set_enabled", "--args", '{"principal": "p1", "enabled": true}')
+    assert unchanged["binding"]["enabled_at"] == listed["enabled_at"]  # already on: nothing noted
+    assert "enabled_by: manager (tool)" in (home / "bindings/p1.yaml").read_text()

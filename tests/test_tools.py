@@ -132,6 +132,9 @@ def test_inside_a_run_only_agent_identities_can_be_created(mounted):
     bound = call(r, "framework_agent_bind", {"principal": "bot", "agent": "a1"})
     assert bound["enabled"] is True and bound["next_step"]
     disabled = call(r, "framework_agent_set_enabled", {"principal": "bot", "enabled": False})
+    noted = disabled["binding"].pop("enabled_at")
+    assert noted >= bound["binding"].pop("enabled_at")
+    assert bound["binding"]["enabled_by"] == "runtime:a1 (run)"  # the run's identity bound it
     assert disabled == {"binding": {**bound["binding"], "enabled": False}, "enabled": False, "turns": {"released": 0, "cancelled": 0, "held": 0}}
     assert call(r, "framework_binding_list", {})["bindings"][0]["enabled"] is False
     assert call(r, "framework_principal_list", {})["principals"] == [{"name": "bot", "kind": "agent"}]

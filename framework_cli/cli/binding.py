@@ -10,6 +10,7 @@ from ..domain.identities import (
     agent_bind,
     agent_unbind,
     binding_list,
+    operator,
 )
 from .common import DryRunOpt, complete_agent, complete_principal, home_of, maybe_dry, render_dry_run
 from .output import JsonOpt, emit, table
@@ -23,7 +24,7 @@ PrincipalArg = Annotated[str, typer.Argument(help="The principal (identity) of t
 def list_(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     """List bindings."""
     doc = binding_list(home_of(ctx))
-    columns = ["principal", "agent", "enabled", "directory", "max_rounds", "policy", "max_queue"]
+    columns = ["principal", "agent", "enabled", "directory", "max_rounds", "policy", "max_queue", "enabled_by", "enabled_at"]
     emit(doc, as_json, lambda c: table(c, "bindings", columns, [[b.get(k, "CORRUPT" if k == "agent" else None) for k in columns] for b in doc["bindings"]], "No bindings yet. Bind one with `fw binding set PRINCIPAL --agent AGENT`."))
 
 
@@ -39,7 +40,7 @@ def _render(console: Any, doc: dict[str, Any]) -> None:
         console.print(f"Held: {_turns_or_tasks(turns['held'], 'pending')}, until the binding is enabled again.")
     step = doc.get("next_step")
     if step:
-        console.print(f"Next: {step['command']}")
+        console.print(f"Next: `{step['command']}`")
 
 
 @app.command("set")
@@ -59,7 +60,7 @@ def set_(
     that serves a bot answers a group message only when the bot is addressed (a private
     message always); give --policy all for a bot that answers every group message."""
     home = home_of(ctx)
-    doc = maybe_dry(home, dry_run, lambda: agent_bind(home, principal, agent, directory, max_rounds, policy, max_queue))
+    doc = maybe_dry(home, dry_run, lambda: agent_bind(home, principal, agent, directory, max_rounds, policy, max_queue, by=operator()))
     emit(doc, as_json, lambda c: render_dry_run(c, doc) if dry_run else _render(c, doc))
 
 
@@ -68,7 +69,7 @@ def enable(ctx: typer.Context, principal: PrincipalArg, as_json: JsonOpt = False
     """Enable a binding."""
     from ..runtime.sessions import set_binding_enabled  # lazy: start-up speed
 
-    doc = set_binding_enabled(home_of(ctx), principal, True)
+    doc = set_binding_enabled(home_of(ctx), principal, True, by=operator())
     emit(doc, as_json, lambda c: _render(c, doc))
 
 
@@ -77,7 +78,7 @@ def disable(ctx: typer.Context, principal: PrincipalArg, as_json: JsonOpt = Fals
     """Disable a binding: its agent starts no further managed runs."""
     from ..runtime.sessions import set_binding_enabled  # lazy: start-up speed
 
-    doc = set_binding_enabled(home_of(ctx), principal, False)
+    doc = set_binding_enabled(home_of(ctx), principal, False, by=operator())
     emit(doc, as_json, lambda c: _render(c, doc))
 
 

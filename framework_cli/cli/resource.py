@@ -219,7 +219,7 @@ def render_activation(console: Any, activation: dict[str, Any]) -> None:
         return
     console.print("Not enabled yet: the agent is configured but nothing runs it.")
     for step in activation["next_steps"]:
-        console.print(f"  next: {step['command']}")
+        console.print(f"  next: `{step['command']}`")
 
 
 @app.command("delete")

@@ -57,7 +57,7 @@ def create(
 
     text = read_text_arg(instructions, None, "the instructions")
     doc = task_delegate(home_of(ctx), principal, text, session, created_by="operator")
-    emit(doc, as_json, lambda c: (_render(c, doc["task"]), c.print("Next: fw dispatch --once")))
+    emit(doc, as_json, lambda c: (_render(c, doc["task"]), c.print("Next: `fw dispatch --once`")))
 
 
 @app.command("show")

@@ -48,8 +48,8 @@ def retry(
         turn = doc["turn"]
         console.print(f"Turn {turn['id']} of {turn['principal']} in session {turn['session']} is {turn['status']} again.")
         if turn["status"] == "pending":
-            console.print("Next: fw dispatch --once")
+            console.print("Next: `fw dispatch --once`")
         else:
-            console.print(f"Next: fw binding enable {turn['principal']}")
+            console.print(f"Next: `fw binding enable {turn['principal']}`")
 
     emit(doc, as_json, human)

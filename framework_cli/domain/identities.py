@@ -9,6 +9,7 @@ from ..errors import FwError
 from ..home.kinds import KINDS, check_name, is_reserved
 from ..home.records import edit_record, find_one, load_record, read_definition, refuse_secret_values, resource_names
 from ..home.store import Home
+from ..state.clock import now_iso
 from ..suggest import did_you_mean, hint_with
 from .projection import Snapshot, mount_notes
 
@@ -122,6 +123,8 @@ def _present_binding(home: Home, principal: str, data: dict[str, Any]) -> dict[s
         "max_rounds": data.get("max_rounds"),
         "policy": data["policy"],
         "max_queue": data.get("max_queue", DEFAULT_MAX_QUEUE),
+        "enabled_by": data.get("enabled_by"),
+        "enabled_at": data.get("enabled_at"),
     }
 
 
@@ -273,10 +276,11 @@ def agent_bind(
     max_rounds: int | None = None,
     policy: str | None = None,
     max_queue: int | None = None,
+    by: str | None = None,
 ) -> dict[str, Any]:
     """Create or update a binding. A new one is enabled (directory: the home, rounds:
-    unlimited, policy: mentioned, max_queue: 100); an update changes only what is given,
-    never `enabled`."""
+    unlimited, policy: mentioned, max_queue: 100), `by` noted as who enabled it and when; an
+    update changes only what is given, never `enabled`."""
 
     check_name(principal, "principal name")
     check_name(agent, "agent reference")
@@ -299,7 +303,7 @@ def agent_bind(
                           "create it first, or give an existing folder", field="directory")
         patch: dict[str, Any] = {"agent": agent}
         if _binding_record(home, principal) is None:
-            patch.update(enabled=True, policy="mentioned")
+            patch.update(enabled=True, policy="mentioned", enabled_by=by or "fw", enabled_at=now_iso())
         for key, value in (("directory", directory), ("max_rounds", max_rounds), ("policy", policy), ("max_queue", max_queue)):
             if value is not None:
                 patch[key] = value
@@ -307,15 +311,32 @@ def agent_bind(
     return {"binding": binding, "enabled": binding["enabled"], "next_step": _binding_next_step(principal, binding["enabled"])}
 
 
-def agent_set_enabled(home: Home, principal: str, enabled: bool) -> dict[str, Any]:
+def operator(door: str = "fw") -> str:
+    """Who a person at this machine is, as `enabled_by` notes it: their login and the door they
+    used (`alice (fw)`, `alice (fw web)`)."""
+    import getpass
 
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = f"uid {os.getuid()}"
+    return f"{user} ({door})"
+
+
+def agent_set_enabled(home: Home, principal: str, enabled: bool, by: str | None = None) -> dict[str, Any]:
+    """Turn a binding on or off; a change notes `by` as `enabled_by`, with `enabled_at` (a
+    binding already so is left as it is)."""
     check_name(principal, "principal name")
     if not isinstance(enabled, bool):
         raise FwError("invalid", "enabled must be true or false")
     with home.locked():
-        if _binding_record(home, principal) is None:
+        current = _binding_record(home, principal)
+        if current is None:
             raise no_binding(home, principal, f"bind it first: {binding_command(home, principal)}")
-        record = edit_record(home, "binding", f"{BINDINGS}/{principal}.yaml", {"enabled": enabled})
+        patch: dict[str, Any] = {"enabled": enabled}
+        if current.get("enabled") != enabled:
+            patch.update(enabled_by=by or "fw", enabled_at=now_iso())
+        record = edit_record(home, "binding", f"{BINDINGS}/{principal}.yaml", patch)
     return {"binding": _present_binding(home, principal, record), "enabled": enabled}
 
 

@@ -257,6 +257,8 @@ class Binding(Strict):
     max_rounds: int | None = Field(None, ge=1)
     policy: Literal["mentioned", "all"] = "mentioned"
     max_queue: int = Field(100, ge=1, le=1_000_000)  # waiting work counted as normal (`fw status` flags more)
+    enabled_by: str | None = None  # written by fw: who last turned `enabled` on or off ("alice (fw)", "ops (run)")
+    enabled_at: str | None = None  # written by fw: when (UTC, ISO 8601)
 
 
 class Bot(Strict):

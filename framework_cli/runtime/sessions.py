@@ -382,10 +382,13 @@ def binding_changed(home: Home, principal: str, enabled: bool, by_identity: str 
         return {"released": 0, "cancelled": 0, "held": held}
 
 
-def set_binding_enabled(home: Home, principal: str, enabled: bool, by_identity: str | None = None) -> dict[str, Any]:
-    """`fw binding enable|disable` and `agent_set_enabled`: the binding, then its turns."""
+def set_binding_enabled(home: Home, principal: str, enabled: bool, by_identity: str | None = None,
+                        by: str | None = None) -> dict[str, Any]:
+    """`fw binding enable|disable` and `agent_set_enabled`: the binding, then its turns.
+    `by_identity` is the run's identity that asked (None: the Manager, or a person); `by` is
+    who is noted as having turned it on or off."""
 
-    doc = agent_set_enabled(home, principal, enabled)
+    doc = agent_set_enabled(home, principal, enabled, by or (f"{by_identity} (run)" if by_identity else None))
     doc["turns"] = binding_changed(home, principal, enabled, by_identity)
     if doc["turns"]["released"]:
         work.changed()  # after the commit: a dispatcher woken now sees the released work
