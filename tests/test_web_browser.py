@@ -255,7 +255,8 @@ def test_a_provider_key_goes_to_secrets_and_into_no_page(page, web, home):
 def test_delete_a_model_recursively_through_the_plan_page(page, web, home):
     make_basics()
     page.goto(web.base + "/delete/model/m1")
-    expect(page.get_by_text("has_dependents")).to_be_visible()
+    expect(page.get_by_text("other resources use it")).to_be_visible()  # the page's words, not the command line's
+    assert "has_dependents" not in page.content() and "--recursive" not in page.content() and "`" not in page.content()
     expect(page.get_by_role("button", name="Delete", exact=True)).to_be_disabled()
     page.get_by_role("link", name="Plan a recursive delete").click()
     assert page.url.endswith("/delete/model/m1?recursive=1")
@@ -280,3 +281,130 @@ def test_a_wrong_csrf_token_is_refused_and_changes_nothing(page, web, home):
         page.get_by_role("button", name="Save", exact=True).click()
     assert posted.value.status == 403
     assert snapshot(home) == before
+
+
+# -- the runtime's pages ----------------------------------------------------------------------------
+def runtime_basics():
+    make_basics()
+    fwj("principal", "create", "p1", "--kind", "agent")
+    fwj("principal", "create", "alice", "--kind", "user")
+
+
+def test_principals_page_creates_binds_disables_and_enables_noting_who(page, web, home):
+    runtime_basics()
+    page.goto(web.base + "/principals")
+    new = page.get_by_role("form", name="New principal")
+    new.get_by_label("name", exact=True).fill("bad name!")
+    with page.expect_navigation():
+        new.get_by_role("button", name="Create principal").click()
+    expect(page.locator("#err-name")).to_be_visible()  # the error at its field
+    assert not (home / "principals/bad name!.yaml").exists()
+    new = page.get_by_role("form", name="New principal")
+    new.get_by_label("name", exact=True).fill("helper")
+    with page.expect_navigation():
+        new.get_by_role("button", name="Create principal").click()
+    assert fwj("principal", "list")["principals"][-1]["name"] in ("helper", "p1", "alice")
+    bind = page.get_by_role("form", name="Bind an agent")
+    bind.get_by_label("principal", exact=True).select_option("p1")
+    bind.get_by_label("agent", exact=True).select_option("a1")
+    with page.expect_navigation():
+        bind.get_by_role("button", name="Bind and enable").click()
+    binding = fwj("binding", "list")["bindings"][0]
+    assert (binding["principal"], binding["agent"], binding["enabled"]) == ("p1", "a1", True)
+    assert binding["enabled_by"].endswith("(fw web)")
+    with page.expect_navigation():
+        page.get_by_role("button", name="Disable p1").click()
+    assert fwj("binding", "list")["bindings"][0]["enabled"] is False
+    expect(page.get_by_role("row", name=re.compile("p1"))).to_contain_text("disabled")
+    with page.expect_navigation():
+        page.get_by_role("button", name="Enable p1").click()
+    assert fwj("binding", "list")["bindings"][0]["enabled"] is True
+    expect(page.get_by_role("row", name=re.compile("p1"))).to_contain_text("(fw web)")
+
+
+def test_bots_page_adds_a_bot_its_token_only_in_secrets_and_a_refusal_writes_nothing(page, web, home):
+    runtime_basics()
+    fwj("binding", "set", "p1", "--agent", "a1")
+    page.goto(web.base + "/bots")
+    before = snapshot(home)
+    form = page.get_by_role("form", name="New bot")
+    form.get_by_label("name", exact=True).fill("qq")
+    form.get_by_label("principal", exact=True).select_option("p1")
+    form.get_by_label("access_token", exact=True).fill("short")
+    with page.expect_navigation():
+        form.get_by_role("button", name="Add bot").click()
+    expect(page.get_by_role("alert")).not_to_be_empty()
+    assert snapshot(home) == before
+    form = page.get_by_role("form", name="New bot")
+    form.get_by_label("name", exact=True).fill("qq")
+    form.get_by_label("principal", exact=True).select_option("p1")
+    form.get_by_label("access_token", exact=True).fill("web-token-8c1f5a2e9d")
+    with page.expect_navigation():
+        form.get_by_role("button", name="Add bot").click()
+    expect(page.get_by_role("row", name=re.compile("qq"))).to_contain_text("offline")
+    assert "web-token-8c1f5a2e9d" not in page.content()
+    holders = [p for p in home.rglob("*") if p.is_file() and "web-token-8c1f5a2e9d" in p.read_text(errors="replace")]
+    assert holders and all(p.relative_to(home).parts[0] == "secrets" for p in holders)
+
+
+def test_a_session_page_lists_messages_posts_as_a_user_and_reloads_while_a_turn_waits(page, web, home):
+    runtime_basics()
+    fwj("binding", "set", "p1", "--agent", "a1")
+    fwj("session", "create", "s1", "--member", "alice", "--member", "p1")
+    fwj("message", "post", "s1", "--as", "alice", "first words")
+    page.goto(web.base + "/sessions")
+    page.get_by_role("link", name="s1").click()
+    expect(page.get_by_role("list", name="messages")).to_contain_text("first words")
+    assert 'http-equiv="refresh"' not in page.content()
+    page.get_by_label("author", exact=True).select_option("alice")
+    page.get_by_label("text", exact=True).fill("hello @p1")
+    with page.expect_navigation():
+        page.get_by_role("button", name="Post", exact=True).click()
+    expect(page.get_by_role("list", name="messages")).to_contain_text("hello @p1")
+    assert [t["status"] for t in fwj("turn", "list")["turns"]] == ["pending"]
+    assert 'http-equiv="refresh"' in page.content()  # a turn waits: the page reloads itself
+
+
+def test_runs_page_filters_shows_a_runs_tools_and_calls_and_ends_it(page, web, home):
+    runtime_basics()
+    fwj("agent", "edit", "a1", "--builtin-tool", "resource_management")
+    run = fwj("run", "start", "--agent", "a1")["run_id"]
+    fwj("tool", "call", "--run", run, "framework_resource_list", "--args", '{"kind": "agent"}')
+    other = fwj("run", "start", "--agent", "a1")["run_id"]
+    fwj("run", "end", other)
+    page.goto(web.base + "/runs?status=active")
+    expect(page.get_by_role("link", name=run)).to_be_visible()
+    expect(page.get_by_role("link", name=other)).to_have_count(0)
+    page.get_by_role("link", name=run).click()
+    expect(page.get_by_text("framework_resource_list").first).to_be_visible()
+    assert 'http-equiv="refresh"' in page.content()  # active: it reloads itself
+    with page.expect_navigation():
+        page.get_by_role("button", name="End the run").click()
+    expect(page.get_by_role("status")).to_contain_text("ended")
+    assert fwj("run", "show", run)["status"] == "ended"
+    page.goto(web.base + "/audit?tool=framework_resource_list")
+    expect(page.get_by_role("link", name=run)).to_be_visible()
+    page.goto(web.base + "/audit?tool=nothing_like_it")
+    expect(page.get_by_text("No entries match.")).to_be_visible()
+    for path in ("/runs", f"/runs/{run}", "/audit", "/status", "/tasks", "/principals", "/bots", "/sessions"):
+        page.goto(web.base + path)
+        assert CANARY not in page.content(), path
+
+
+def test_tasks_and_status_pages_show_the_queue(page, web, home):
+    runtime_basics()
+    fwj("binding", "set", "p1", "--agent", "a1")
+    fwj("task", "create", "p1", "--instructions", "count the agents")
+    page.goto(web.base + "/tasks")
+    expect(page.get_by_role("row", name=re.compile("count the agents"))).to_contain_text("pending")
+    page.goto(web.base + "/status")
+    expect(page.get_by_role("table", name="principals").get_by_role("row", name=re.compile("p1"))).to_contain_text("1")
+
+
+def test_an_unknown_page_is_the_sites_own_404_and_the_favicon_is_served(page, web):
+    response = page.goto(web.base + "/no/such/page")
+    assert response.status == 404
+    expect(page.get_by_role("navigation", name="main")).to_be_visible()  # the site's own page, styled, with its menu
+    expect(page.get_by_role("alert")).to_contain_text("There is no page at /no/such/page")
+    icon = page.request.get(web.base + "/static/favicon.svg")
+    assert icon.status == 200 and b"<svg" in icon.body()

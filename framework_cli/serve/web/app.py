@@ -27,7 +27,7 @@ from starlette.staticfiles import StaticFiles
 
 from ...domain.agents import agent_edit, agent_show, sandbox_warnings
 from ...domain.check import check_home
-from ...domain.deletion import resource_delete, unblock_hint
+from ...domain.deletion import resource_delete
 from ...domain.plugins import enabled_plugins
 from ...domain.probes import provider_models
 from ...domain.projection import PLUGIN_PREFIX
@@ -40,6 +40,7 @@ from ...runtime.plugin_admin import plugin_warnings
 from ...tools.service import catalogue_now, tools_offered_now
 from . import forms
 from .forms import Form
+from .runtime_pages import RuntimePages
 from .signin import SignIn, SignInMiddleware
 
 HERE = Path(__file__).resolve().parent
@@ -60,6 +61,7 @@ def create_app(home: Home, *, signin: SignIn | None = None, allowed_hosts: list[
     """The page for one home. Requests must name an allowed host (loopback by default) and
     carry the cookie `signin` gives for its one-time token."""
     pages = Pages(home.root)
+    runtime = RuntimePages(pages)
     signin = signin or SignIn()
     routes = [
         pages.route("/", pages.overview),
@@ -75,6 +77,15 @@ def create_app(home: Home, *, signin: SignIn | None = None, allowed_hosts: list[
         pages.route("/models/ids", pages.model_ids_part),
         pages.route("/models/{name}/edit", pages.model_edit, post=True),
         pages.route("/delete/{kind}/{name}", pages.delete, post=True),
+        pages.route("/principals", runtime.principals, post=True),
+        pages.route("/bots", runtime.bots, post=True),
+        pages.route("/sessions", runtime.sessions),
+        pages.route("/sessions/{name}", runtime.session, post=True),
+        pages.route("/runs", runtime.runs),
+        pages.route("/runs/{run_id}", runtime.run, post=True),
+        pages.route("/audit", runtime.audit),
+        pages.route("/tasks", runtime.tasks),
+        pages.route("/status", runtime.status),
         Mount("/static", app=StaticFiles(directory=HERE / "static"), name="static"),
     ]
     middleware = [
@@ -121,14 +132,21 @@ class Pages:
         secrets.remember_home(home)
         context.setdefault("errors", {})
         context.setdefault("alerts", [])
-        html = self.env.get_template(template).render(csrf_token=request.scope["state"]["csrf"], here=request.url.path,
+        html = self.env.get_template(template).render(csrf_token=request.scope.get("state", {}).get("csrf", ""), here=request.url.path,
                                                       query=request.query_params, **context)
         return HTMLResponse(secrets.redact(html), status_code=status, headers=HEADERS)
 
     async def http_error(self, request: Request, exc: Any) -> Response:
-        message = "The form's CSRF token is missing or wrong: reload the page and try again." if exc.status_code == 403 else str(exc.detail)
-        return HTMLResponse(f"<!doctype html><title>{exc.status_code}</title><p role=\"alert\">{message}</p>",
-                            status_code=exc.status_code, headers=HEADERS)
+        """A page of the site's own for a refusal: 404 for what is not here, 403 for a form
+        whose CSRF token is wrong, 405 for a method the page does not take."""
+        if exc.status_code == 403:
+            error = {"code": "denied", "message": "The form's CSRF token is missing or wrong; nothing was saved.",
+                     "hint": "Reload the page and try again."}
+        elif exc.status_code == 404:
+            error = {"code": "not_found", "message": f"There is no page at {request.url.path}.", "hint": "The menu above lists the pages."}
+        else:
+            error = {"code": str(exc.status_code), "message": str(exc.detail), "hint": ""}
+        return await run_in_threadpool(self.render, request, "error.html", exc.status_code, error=error, alerts=[error])
 
     def failed(self, error: FwError | None) -> tuple[dict[str, str], list[dict[str, Any]], int]:
         """A failed save as (errors by field, the alert region's entries, status)."""
@@ -333,8 +351,8 @@ class Pages:
                 error = exc
         plan = resource_delete(home, kind, name, recursive=recursive)
         _, alerts, status = self.failed(error)
-        hint = unblock_hint(plan["blocked"][0]) if plan["blocked"] else None
-        return self.render(request, "delete.html", status, plan=plan, tree=plan_tree(plan), kind=kind, name=name,
+        hint = page_hint(plan["blocked"][0]) if plan["blocked"] else None
+        return self.render(request, "delete.html", status, plan=plan, tree=plan_tree(plan), kind=kind, name=name, blocked_words=BLOCKED,
                            recursive=recursive, alerts=alerts, hint=hint, back=back_to(kind))
 
 
@@ -377,6 +395,28 @@ def plan_tree(plan: dict[str, Any]) -> dict[str, Any]:
         return {"item": entry, "children": [grow(u, seen | {u}) for u in users]}
 
     return grow(plan["target"], frozenset({plan["target"]}))
+
+
+# What blocks a delete, said in the page's words (the command line has its own, with commands).
+BLOCKED = {
+    "has_dependents": "other resources use it",
+    "managed": "a principal's binding runs it",
+    "corrupt": "its file is corrupt",
+    "default_prompt": "the default prompt is never deleted",
+}
+
+
+def page_hint(block: dict[str, Any]) -> str:
+    """What to do about the first thing that blocks a delete, on this site."""
+    reason = block["reason"]
+    if reason == "has_dependents":
+        return "Delete what uses it first, or plan a recursive delete, which deletes them too."
+    if reason == "managed":
+        principal = block["detail"][0].split("/", 1)[1]
+        return f"Remove the binding of {principal} first (to pause it instead, disable it on the Principals page)."
+    if reason == "corrupt":
+        return "Fix or remove the corrupt file by hand (the Home page lists what is wrong), then plan again."
+    return "Choose another resource to delete."
 
 
 def back_to(kind: str) -> str:

@@ -1,0 +1,171 @@
+"""The runtime's pages: principals and bindings, bots, sessions and their messages, runs, the
+audit log, tasks and the queue (`fw status`).
+
+Each reads and writes through the functions the CLI and the tools use (`principal_create`,
+`agent_bind`, `set_binding_enabled`, `bot_add`, `message_post`, `run_end`, `audit_list`, ...):
+the page decides nothing itself. Long lists are paged (`?page=N`, PAGE rows a page); a run's and
+a session's page reload themselves every few seconds while something in them is live.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+
+from ...domain.identities import agent_bind, binding_list, operator, principal_create, principal_list
+from ...domain.resources import names
+from ...domain.runs import run_end, run_list, run_show
+from ...errors import FwError
+from ...platform.bots import bot_add, bot_list
+from ...runtime.sessions import message_list, message_post, session_list, set_binding_enabled
+from ...runtime.status import work_status
+from ...runtime.tasks import task_list
+from ...runtime.turns import turn_list
+from ...tools.audit import audit_list
+from . import forms
+from .forms import Form
+
+PAGE = 50  # rows of a long list a page
+DOOR = "fw web"
+RUN_STATUSES = ("active", "ended", "expired")
+
+
+def paged(rows: list[Any], request: Request, newest_first: bool = True) -> tuple[list[Any], dict[str, Any]]:
+    """One page of `rows` (newest first by default) and what the page's links need."""
+    rows = list(reversed(rows)) if newest_first else rows
+    try:
+        number = max(1, int(request.query_params.get("page", "1")))
+    except ValueError:
+        number = 1
+    pages = max(1, (len(rows) + PAGE - 1) // PAGE)
+    number = min(number, pages)
+    keep = {k: v for k, v in request.query_params.items() if k != "page" and v}
+    return rows[(number - 1) * PAGE: number * PAGE], {"number": number, "pages": pages, "total": len(rows), "keep": keep}
+
+
+def at_field(error: FwError, field: str) -> FwError:
+    """The error shown at `field` when it names none of its own (the domain speaks of values,
+    the page of its fields)."""
+    if field and not error.extra.get("field"):
+        error.extra["field"] = field
+    return error
+
+
+class RuntimePages:
+    """The runtime's pages, rendered through the app's `Pages` (its templates, its redaction)."""
+
+    def __init__(self, pages: Any) -> None:
+        self.pages = pages
+
+    def render(self, request: Request, template: str, status: int = 200, **context: Any) -> Response:
+        return self.pages.render(request, template, status, **context)
+
+    # -- principals and bindings ------------------------------------------------------------
+    def principals(self, request: Request, form: Form | None) -> Response:
+        home = self.pages.home()
+        error, values = None, {"name": "", "kind": "agent", "principal": "", "agent": ""}
+        if form is not None:
+            action = forms.one(form, "action")
+            values.update({k: forms.one(form, k) for k in values})
+            try:
+                if action == "create":
+                    principal_create(home, values["name"], values["kind"])
+                elif action == "bind":
+                    agent_bind(home, values["principal"], values["agent"], by=operator(DOOR))
+                elif action in ("enable", "disable"):
+                    set_binding_enabled(home, values["principal"], action == "enable", by=operator(DOOR))
+                else:
+                    raise FwError("invalid", "the form asked for nothing this page does", "use the page's buttons")
+                return RedirectResponse("/principals?saved=1", status_code=303)
+            except FwError as exc:
+                default = "name" if action == "create" else "agent" if "agent" in exc.message else "principal"
+                error = at_field(exc, default if action in ("create", "bind") else "")
+        errors, alerts, status = self.pages.failed(error)
+        bindings = {b["principal"]: b for b in binding_list(home)["bindings"]}
+        rows = [{**p, "binding": bindings.get(p["name"])} for p in principal_list(home)["principals"]]
+        shown, page = paged(rows, request, newest_first=False)
+        agents = sorted(names(home, "agent"))
+        unbound = [r["name"] for r in rows if r.get("kind") == "agent" and r["binding"] is None]
+        return self.render(request, "principals.html", status, rows=shown, page=page, agents=agents, unbound=unbound,
+                           values=values, errors=errors, alerts=alerts, saved=request.query_params.get("saved") == "1")
+
+    # -- bots -----------------------------------------------------------------------------
+    def bots(self, request: Request, form: Form | None) -> Response:
+        home = self.pages.home()
+        error, values = None, {"name": "", "adapter": "onebot", "principal": "", "url": ""}
+        if form is not None:
+            values.update({k: forms.one(form, k) for k in values})
+            token = forms.one(form, "access_token") or None
+            try:
+                bot_add(home, values["name"], values["adapter"], values["principal"], url=values["url"] or None, access_token=token)
+                return RedirectResponse("/bots?saved=1", status_code=303)
+            except FwError as exc:
+                error = at_field(exc, "access_token" if "token" in exc.message else "principal" if "principal" in exc.message else "name")
+        errors, alerts, status = self.pages.failed(error)
+        bots = bot_list(home)["bots"]
+        principals = [p["name"] for p in principal_list(home)["principals"] if p.get("kind") == "agent"]
+        return self.render(request, "bots.html", status, bots=bots, principals=principals, values=values, errors=errors,
+                           alerts=alerts, saved=request.query_params.get("saved") == "1")
+
+    # -- sessions ---------------------------------------------------------------------------
+    def sessions(self, request: Request, form: Form | None) -> Response:
+        shown, page = paged(session_list(self.pages.home())["sessions"], request, newest_first=False)
+        return self.render(request, "sessions.html", sessions=shown, page=page)
+
+    def session(self, request: Request, form: Form | None, name: str) -> Response:
+        home = self.pages.home()
+        error, values = None, {"author": "", "text": ""}
+        if form is not None:
+            values = {"author": forms.one(form, "author"), "text": (form.get("text") or [""])[0]}
+            try:
+                message_post(home, name, values["author"], values["text"])
+                return RedirectResponse(f"/sessions/{name}?posted=1", status_code=303)
+            except FwError as exc:
+                error = at_field(exc, "author" if values["author"] in exc.message or "author" in exc.message else "text")
+        errors, alerts, status = self.pages.failed(error)
+        doc = message_list(home, name)
+        shown, page = paged(doc["messages"], request)
+        turns = turn_list(home, session=name)["turns"]
+        live = any(t["status"] in ("pending", "running") for t in turns)
+        members = next((s["members"] for s in session_list(home)["sessions"] if s["name"] == name), [])
+        users = [p["name"] for p in principal_list(home)["principals"] if p.get("kind") == "user" and p["name"] in members]
+        return self.render(request, "session.html", status, name=name, messages=list(reversed(shown)), page=page, turns=turns[-10:],
+                           live=live, users=users, values=values, errors=errors, alerts=alerts,
+                           posted=request.query_params.get("posted") == "1")
+
+    # -- runs -------------------------------------------------------------------------------
+    def runs(self, request: Request, form: Form | None) -> Response:
+        home = self.pages.home()
+        query = {k: request.query_params.get(k, "") for k in ("agent", "principal", "status")}
+        status = query["status"] if query["status"] in RUN_STATUSES else None
+        rows = run_list(home, status=status, agent=query["agent"] or None)["runs"]
+        if query["principal"]:
+            rows = [r for r in rows if r.get("identity") == query["principal"]]
+        shown, page = paged(rows, request)
+        return self.render(request, "runs.html", runs=shown, page=page, filters=query, statuses=RUN_STATUSES)
+
+    def run(self, request: Request, form: Form | None, run_id: str) -> Response:
+        home = self.pages.home()
+        if form is not None:
+            run_end(home, run_id)
+            return RedirectResponse(f"/runs/{run_id}?ended=1", status_code=303)
+        record = run_show(home, run_id)
+        calls = audit_list(home, 500, run=record["run_id"])["entries"]
+        return self.render(request, "run.html", run=record, calls=calls, live=record["status"] == "active",
+                           ended=request.query_params.get("ended") == "1")
+
+    # -- the audit log, tasks, the queue ------------------------------------------------------
+    def audit(self, request: Request, form: Form | None) -> Response:
+        query = {k: request.query_params.get(k, "").strip() for k in ("run", "tool")}
+        entries = audit_list(self.pages.home(), 100_000, run=query["run"] or None, tool=query["tool"] or None)["entries"]
+        shown, page = paged(entries, request)
+        return self.render(request, "audit.html", entries=shown, page=page, filters=query)
+
+    def tasks(self, request: Request, form: Form | None) -> Response:
+        shown, page = paged(task_list(self.pages.home())["tasks"], request)
+        return self.render(request, "tasks.html", tasks=shown, page=page)
+
+    def status(self, request: Request, form: Form | None) -> Response:
+        return self.render(request, "status.html", queue=work_status(self.pages.home()))
