@@ -350,7 +350,14 @@ def test_bots_page_adds_a_bot_its_token_only_in_secrets_and_a_refusal_writes_not
 def test_a_session_page_lists_messages_posts_as_a_user_and_reloads_while_a_turn_waits(page, web, home):
     runtime_basics()
     fwj("binding", "set", "p1", "--agent", "a1")
-    fwj("session", "create", "s1", "--member", "alice", "--member", "p1")
+    page.goto(web.base + "/sessions")
+    form = page.get_by_role("form", name="New session")
+    form.get_by_label("name", exact=True).fill("s1")
+    form.get_by_label("alice").check()
+    form.get_by_label("p1").check()
+    with page.expect_navigation():
+        form.get_by_role("button", name="Start session").click()
+    assert fwj("session", "list")["sessions"][0]["members"] == ["alice", "p1"]
     fwj("message", "post", "s1", "--as", "alice", "first words")
     page.goto(web.base + "/sessions")
     page.get_by_role("link", name="s1").click()

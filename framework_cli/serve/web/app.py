@@ -79,7 +79,7 @@ def create_app(home: Home, *, signin: SignIn | None = None, allowed_hosts: list[
         pages.route("/delete/{kind}/{name}", pages.delete, post=True),
         pages.route("/principals", runtime.principals, post=True),
         pages.route("/bots", runtime.bots, post=True),
-        pages.route("/sessions", runtime.sessions),
+        pages.route("/sessions", runtime.sessions, post=True),
         pages.route("/sessions/{name}", runtime.session, post=True),
         pages.route("/runs", runtime.runs),
         pages.route("/runs/{run_id}", runtime.run, post=True),

@@ -19,7 +19,7 @@ from ...domain.resources import names
 from ...domain.runs import run_end, run_list, run_show
 from ...errors import FwError
 from ...platform.bots import bot_add, bot_list
-from ...runtime.sessions import message_list, message_post, session_list, set_binding_enabled
+from ...runtime.sessions import message_list, message_post, session_create, session_list, set_binding_enabled
 from ...runtime.status import work_status
 from ...runtime.tasks import task_list
 from ...runtime.turns import turn_list
@@ -111,8 +111,20 @@ class RuntimePages:
 
     # -- sessions ---------------------------------------------------------------------------
     def sessions(self, request: Request, form: Form | None) -> Response:
-        shown, page = paged(session_list(self.pages.home())["sessions"], request, newest_first=False)
-        return self.render(request, "sessions.html", sessions=shown, page=page)
+        home = self.pages.home()
+        error, values = None, {"name": "", "title": "", "members": []}
+        if form is not None:
+            values = {"name": forms.one(form, "name"), "title": forms.one(form, "title"), "members": forms.many(form, "members")}
+            try:
+                session_create(home, values["name"], values["members"], values["title"] or None, created_by=operator(DOOR))
+                return RedirectResponse(f"/sessions/{values['name']}", status_code=303)
+            except FwError as exc:
+                error = at_field(exc, "members" if "member" in exc.message else "name")
+        errors, alerts, status = self.pages.failed(error)
+        shown, page = paged(session_list(home)["sessions"], request, newest_first=False)
+        principals = [p["name"] for p in principal_list(home)["principals"] if p.get("kind")]
+        return self.render(request, "sessions.html", status, sessions=shown, page=page, principals=principals, values=values,
+                           errors=errors, alerts=alerts)
 
     def session(self, request: Request, form: Form | None, name: str) -> Response:
         home = self.pages.home()
