@@ -77,3 +77,75 @@ def test_many_processes_writing_at_once_lose_nothing(tmp_path):
     with StateStore(path) as store:
         keys = [r["key"] for r in store.all("SELECT key FROM memory ORDER BY key")]
     assert keys == [f"k{i:04d}" for i in range(360)]  # read-then-write under one lock: no lost update
+
+
+# -- the same store on PostgreSQL --------------------------------------------------------------------
+@pytest.fixture
+def pg_url():
+    from conftest import pg_cluster
+
+    cluster = pg_cluster()
+    name = cluster.new_database()
+    yield cluster.url(name)
+    from framework_cli.state.postgres import _MIGRATED, close_pools
+
+    close_pools()
+    _MIGRATED.clear()
+    cluster.drop_database(name)
+
+
+def test_on_postgresql_a_new_database_gets_every_migration_once_and_a_newer_one_is_refused(pg_url):
+    from framework_cli.state import postgres
+
+    with postgres.PgStore(pg_url) as store:
+        assert store.schema_version() == len(MIGRATIONS)
+        store.migrate()  # again: nothing twice
+        assert store.one("SELECT count(*) AS n FROM migrations")["n"] == len(MIGRATIONS)
+        store.insert("migrations", {"name": "9999_from_the_future", "applied_at": "x"})
+    postgres._MIGRATED.clear()
+    with pytest.raises(FwError) as caught:
+        postgres.PgStore(pg_url)
+    assert caught.value.code == "corrupt" and caught.value.extra["reason"] == "state_store"
+
+
+def test_on_postgresql_a_failed_transaction_changes_nothing_and_a_savepoint_fails_alone(pg_url):
+    import psycopg
+
+    from framework_cli.state.postgres import PgStore
+
+    with PgStore(pg_url) as store:
+        with pytest.raises(RuntimeError):
+            with store.transaction():
+                store.insert("memory", {"principal": "p", "key": "a", "value": "1", "updated_at": "t"})
+                raise RuntimeError("boom")
+        assert store.all("SELECT * FROM memory") == []
+        with store.transaction():
+            store.insert("memory", {"principal": "p", "key": "b", "value": "1", "updated_at": "t"})
+            with pytest.raises(psycopg.errors.UniqueViolation):
+                with store.transaction():
+                    store.insert("memory", {"principal": "p", "key": "c", "value": "1", "updated_at": "t"})
+                    store.insert("memory", {"principal": "p", "key": "b", "value": "2", "updated_at": "t"})
+        assert [r["key"] for r in store.all("SELECT key FROM memory")] == ["b"]
+
+
+PG_WRITER = """
+import sys
+from framework_cli.state.postgres import PgStore
+store = PgStore(sys.argv[1])
+for i in range(int(sys.argv[3])):
+    with store.transaction():
+        n = store.one("SELECT count(*) AS n FROM memory WHERE principal = ?", (sys.argv[2],))["n"]
+        store.insert("memory", {"principal": sys.argv[2], "key": f"k{n:04d}", "value": str(i), "updated_at": "t"})
+"""
+
+
+def test_on_postgresql_many_processes_writing_at_once_lose_nothing(pg_url):
+    from framework_cli.state.postgres import PgStore
+
+    PgStore(pg_url).close()
+    procs = [subprocess.Popen([sys.executable, "-c", PG_WRITER, pg_url, "p", "60"], stderr=subprocess.PIPE, text=True) for _ in range(6)]
+    errors = [p.communicate(timeout=120)[1] for p in procs]
+    assert [p.returncode for p in procs] == [0] * 6, errors
+    with PgStore(pg_url) as store:
+        keys = [r["key"] for r in store.all("SELECT key FROM memory ORDER BY key")]
+    assert keys == [f"k{i:04d}" for i in range(360)]  # read-then-write under the write lock: no lost update
