@@ -15,6 +15,7 @@ without its password.
 from __future__ import annotations
 
 import functools
+import os
 import re
 import threading
 from collections.abc import Iterator, Sequence
@@ -61,8 +62,9 @@ def _params(params: Sequence[Any]) -> list[Any]:
 
 def unreachable(url: str, exc: BaseException) -> FwError:
     detail = " ".join(str(exc).split())[:300].replace(url, shown(url))
+    instead = "unset FW_STATE" if os.environ.get("FW_STATE", "").strip() else "`fw state use --sqlite`"
     return FwError("unavailable", f"the state store {shown(url)} cannot be reached: {detail or type(exc).__name__}",
-                   "check that PostgreSQL runs there and takes fw's connections (`fw state check`), or unset FW_STATE "
+                   f"check that PostgreSQL runs there and takes fw's connections (`fw state check`), or {instead} "
                    "to use the home's state.db", reason="state_store")
 
 
@@ -70,7 +72,17 @@ def pool_for(url: str) -> Any:
     with _POOLS_GUARD:
         pool = _POOLS.get(url)
         if pool is None:
+            import logging
+
             from psycopg.rows import dict_row
+
+            logging.getLogger("psycopg.pool").setLevel(logging.CRITICAL)  # a failure is fw's one error, not the pool's log lines
+            import psycopg
+
+            try:  # one connection first: a database that cannot be reached says why at once, not after the pool's retries
+                psycopg.connect(url, connect_timeout=int(CONNECT_SECONDS)).close()
+            except psycopg.Error as exc:
+                raise unreachable(url, exc) from None
             from psycopg_pool import ConnectionPool
 
             def configure(conn: Any) -> None:
