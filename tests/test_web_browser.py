@@ -345,6 +345,17 @@ def test_bots_page_adds_a_bot_its_token_only_in_secrets_and_a_refusal_writes_not
     assert "web-token-8c1f5a2e9d" not in page.content()
     holders = [p for p in home.rglob("*") if p.is_file() and "web-token-8c1f5a2e9d" in p.read_text(errors="replace")]
     assert holders and all(p.relative_to(home).parts[0] == "secrets" for p in holders)
+    page.get_by_role("link", name="qq", exact=True).click()
+    form = page.get_by_role("form", name="Change the bot")
+    form.get_by_label("url", exact=True).fill("http://127.0.0.1:9")
+    form.get_by_label("secret", exact=True).fill("web-secret-3b7d9e1c5a")
+    with page.expect_navigation():
+        form.get_by_role("button", name="Save", exact=True).click()
+    expect(page.get_by_role("status")).to_have_text("Saved.")
+    assert fwj("bot", "show", "qq")["url"] == "http://127.0.0.1:9"
+    assert "web-secret-3b7d9e1c5a" not in page.content() and "web-token-8c1f5a2e9d" not in page.content()
+    stored = json.loads((home / "secrets/bot/qq.json").read_text())
+    assert stored == {"access_token": "web-token-8c1f5a2e9d", "secret": "web-secret-3b7d9e1c5a"}  # the empty token field kept the token
 
 
 def test_a_session_page_lists_messages_posts_as_a_user_and_reloads_while_a_turn_waits(page, web, home):

@@ -79,6 +79,7 @@ def create_app(home: Home, *, signin: SignIn | None = None, allowed_hosts: list[
         pages.route("/delete/{kind}/{name}", pages.delete, post=True),
         pages.route("/principals", runtime.principals, post=True),
         pages.route("/bots", runtime.bots, post=True),
+        pages.route("/bots/{name}", runtime.bot, post=True),
         pages.route("/sessions", runtime.sessions, post=True),
         pages.route("/sessions/{name}", runtime.session, post=True),
         pages.route("/runs", runtime.runs),

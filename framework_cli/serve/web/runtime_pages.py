@@ -18,7 +18,7 @@ from ...domain.identities import agent_bind, binding_list, operator, principal_c
 from ...domain.resources import names
 from ...domain.runs import run_end, run_list, run_show
 from ...errors import FwError
-from ...platform.bots import bot_add, bot_list
+from ...platform.bots import bot_add, bot_list, bot_set, bot_show
 from ...runtime.sessions import message_list, message_post, session_create, session_list, set_binding_enabled
 from ...runtime.status import work_status
 from ...runtime.tasks import task_list
@@ -108,6 +108,25 @@ class RuntimePages:
         principals = [p["name"] for p in principal_list(home)["principals"] if p.get("kind") == "agent"]
         return self.render(request, "bots.html", status, bots=bots, principals=principals, values=values, errors=errors,
                            alerts=alerts, saved=request.query_params.get("saved") == "1")
+
+    def bot(self, request: Request, form: Form | None, name: str) -> Response:
+        """One bot: its url, and its access token and signing secret, which are write-only (an
+        empty field keeps what is stored)."""
+        home = self.pages.home()
+        shown = bot_show(home, name)
+        error, values = None, {"url": shown.get("url") or ""}
+        if form is not None:
+            forms.require_shown(form, ("url", "access_token", "secret"))
+            values = {"url": forms.one(form, "url")}
+            url = values["url"] if values["url"] != (shown.get("url") or "") else None
+            try:
+                bot_set(home, name, url=url, access_token=forms.one(form, "access_token") or None, secret=forms.one(form, "secret") or None)
+                return RedirectResponse(f"/bots/{name}?saved=1", status_code=303)
+            except FwError as exc:
+                error = at_field(exc, "secret" if "secret" in exc.message else "access_token" if "token" in exc.message else "url")
+        errors, alerts, status = self.pages.failed(error)
+        return self.render(request, "bot.html", status, bot=shown, values=values, errors=errors, alerts=alerts,
+                           saved=request.query_params.get("saved") == "1")
 
     # -- sessions ---------------------------------------------------------------------------
     def sessions(self, request: Request, form: Form | None) -> Response:
