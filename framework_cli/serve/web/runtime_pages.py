@@ -16,7 +16,7 @@ from starlette.responses import RedirectResponse, Response
 
 from ...domain.identities import agent_bind, binding_list, operator, principal_create, principal_list
 from ...domain.resources import names
-from ...domain.runs import run_end, run_list, run_show
+from ...domain.runs import RUN_STATUSES, run_end, run_list, run_show
 from ...errors import FwError
 from ...platform.bots import bot_add, bot_list, bot_set, bot_show
 from ...runtime.sessions import message_list, message_post, session_create, session_list, set_binding_enabled
@@ -29,7 +29,6 @@ from .forms import Form
 
 PAGE = 50  # rows of a long list a page
 DOOR = "fw web"
-RUN_STATUSES = ("active", "ended", "expired")
 
 
 def paged(rows: list[Any], request: Request, newest_first: bool = True) -> tuple[list[Any], dict[str, Any]]:
