@@ -14,7 +14,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import CANARY, fw, fw_bin, fw_proc, fwj, snapshot, state_rows
+from conftest import CANARY, fw, fw_bin, fw_proc, fwj, snapshot, state_execute, state_rows
 from fakes.chat_server import ChatServer
 from fakes.onebot_server import SELF_ID, OneBotServer, failed, group_message, heartbeat, lifecycle, ok, signed
 from serving import Served
@@ -410,3 +410,27 @@ def test_another_process_acts_on_a_socket_bot_through_the_server_that_holds_its_
     assert code == 0 and "Traceback" not in err
     assert sum(r.get("type") == "relayed" and r["outcome"] == "ok" for r in serve.seen) == 4
     assert not state_rows(home, "SELECT * FROM onebot_owner")
+
+
+def test_an_action_whose_asker_is_gone_is_never_sent_by_a_later_owner(home):
+    """An action left `pending` by an asker that was killed (older than an asker waits) expires
+    when an owner next looks: the implementation never receives it, late."""
+    setup("http://127.0.0.1:9/v1", allowed_platform_tools=["platform_send_message"])
+    add_bot()
+    fwj("bot", "list")  # state.db made
+    state_execute(home, "INSERT INTO onebot_outbox (bot, action, params, status, asked_by, asked_at) VALUES (?, ?, ?, ?, ?, ?)",
+                  ("qq", "send_group_msg", json.dumps({"group_id": 1, "message": "stale"}), "pending", "gone:1", "2026-01-01T00:00:00.000Z"))
+    with Serve(home) as serve:
+        with napcat(serve.listening["websocket"]) as ws:
+            serve.next("connected")
+            run = fwj("event", "handle", "qq", "--event", json.dumps(EVENT), "--no-run")["run"]["run_id"]
+            sent = subprocess.Popen([fw_bin(), "tool", "call", "--run", run, "platform_send_message", "--args",
+                                     json.dumps({"target_type": "group", "target_id": "30003", "text": "fresh"}), "--json"],
+                                    env={**os.environ, "FW_HOME": str(home)}, stdout=subprocess.PIPE, text=True)
+            frame = json.loads(ws.recv(timeout=30))
+            ws.send(json.dumps(ok({"message_id": 77}, frame["echo"])))
+            assert json.loads(sent.communicate(timeout=60)[0])["message_id"] == "77"
+        code, _ = serve.stop()
+    assert frame["params"]["message"][0]["data"]["text"] == "fresh"  # the stale one never went out
+    statuses = [r["status"] for r in state_rows(home, "SELECT status FROM onebot_outbox ORDER BY id")]
+    assert statuses == ["expired", "answered"] and code == 0

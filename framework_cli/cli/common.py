@@ -9,6 +9,7 @@ import typer
 
 from ..home.kinds import BUILTIN_GROUPS, KIND_NAMES
 from ..home.store import Home
+from .output import verbatim
 
 
 def home_of(ctx: typer.Context) -> Home:
@@ -317,7 +318,7 @@ def render_dry_run(console: object, doc: dict) -> None:
 
     diff, state = doc["diff"], doc.get("state_changes") or []
     if diff:
-        console.print(Text(diff.rstrip("\n")))  # type: ignore[attr-defined]
+        console.print(Text(verbatim(diff.rstrip("\n"))))  # type: ignore[attr-defined]  # the files' text as it is
     for change in state:  # what would change outside the home's files
         console.print(change[:1].upper() + change[1:] + ".")  # type: ignore[attr-defined]
     if not diff and not state:

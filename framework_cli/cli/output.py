@@ -25,9 +25,15 @@ JsonOpt = Annotated[
 _root_json = False  # `fw --json COMMAND`: set by the root callback on every invocation
 _home_option: str | None = None  # `fw --home PATH COMMAND`: the commands we print name it too
 # `fw home init PATH` names its home itself
-# A command fw prints for the reader to run stands in backquotes: only those are rewritten, never
-# the text of a file or a name shown (a comment that says "fw keeps it" stays as it is).
-FW_COMMAND = re.compile(r"(?<=`)fw (?!--home |home init )(?=[a-z][a-z-]* )")  # any command group
+FW_COMMAND = re.compile(r"(?<![\w/.-])fw (?!--home |home init )(?=[a-z][a-z-]* )")  # any command group
+# Text printed as it is (a file's lines in a dry run's diff) stands between these two marks: the
+# commands in it are not rewritten (a comment that says "fw keeps it" stays as it is).
+VERBATIM_START, VERBATIM_END = "\ue000", "\ue001"
+_VERBATIM = re.compile("(\ue000.*?\ue001)", re.S)
+
+
+def verbatim(text: str) -> str:
+    return f"{VERBATIM_START}{text}{VERBATIM_END}"
 
 
 def set_root_json(flag: bool) -> None:
@@ -44,10 +50,11 @@ def on_this_home(text: str) -> str:
     """The `fw ...` commands in a message, with the --home this command was given, so that
     each runs as printed on the same home."""
     if _home_option is None:
-        return text
+        return text.replace(VERBATIM_START, "").replace(VERBATIM_END, "")
     import shlex
 
-    return FW_COMMAND.sub(lambda m: f"fw --home {shlex.quote(_home_option)} ", text)
+    option = f"fw --home {shlex.quote(_home_option)} "
+    return "".join(part[1:-1] if part.startswith(VERBATIM_START) else FW_COMMAND.sub(option, part) for part in _VERBATIM.split(text))
 
 
 def json_wanted(flag: bool = False) -> bool:

@@ -383,7 +383,7 @@ class BotDoor:
         await self.stored_or_said(lambda store: self._linked(store, bot, link), f"the socket of bot {bot.name}")
         epoch = await self.stored_or_said(lambda store: relay.take_ownership(store, bot.name, onebot.OWNER), f"the owner of bot {bot.name}")
         if epoch is not None:
-            self._epochs[bot.name] = epoch
+            self._epochs[bot.name] = epoch  # this socket's: a later socket of the bot takes the next
             self._outbox.set()
         self.say({"type": "connected", "bot": bot.name, "self_id": link.self_id})
         work.changed()  # its waiting events can run now
@@ -392,9 +392,10 @@ class BotDoor:
         finally:
             if not onebot.LINKS.detach(link):
                 await self.stored_or_said(lambda store: onebot.forget_link_in(store, bot.name), f"the socket of bot {bot.name}")
-                held = self._epochs.pop(bot.name, None)
-                if held is not None:
-                    await self.stored_or_said(lambda store: relay.release_ownership(store, bot.name, onebot.OWNER, held),
+                # released only if no socket of the bot came meanwhile (it owns the bot with an epoch of its own)
+                if epoch is not None and self._epochs.get(bot.name) == epoch and onebot.LINKS.current(bot.name) is None:
+                    del self._epochs[bot.name]
+                    await self.stored_or_said(lambda store: relay.release_ownership(store, bot.name, onebot.OWNER, epoch),
                                               f"the owner of bot {bot.name}")
             self.say({"type": "disconnected", "bot": bot.name, "self_id": link.self_id})
 
@@ -453,14 +454,24 @@ class BotDoor:
         stop = threading.Event()
 
         def listen() -> None:
+            nonlocal listening
+            said = False
             while not stop.is_set():
                 try:
                     if listening.wait(1.0):
                         loop.call_soon_threadsafe(self._outbox.set)
-                except FwError:
-                    stop.wait(1.0)  # the listener's connection broke: the outbox is still looked at each second
                 except RuntimeError:
                     return  # the loop has closed
+                except Exception as exc:  # the listener's connection broke: a new one, while the outbox is looked at each second
+                    if not said:
+                        said = True
+                        loop.call_soon_threadsafe(self.say, {"type": "ignored", "why": f"the outbox's notices stopped ({type(exc).__name__}); "
+                                                             "it is looked at every second until they come back"})
+                    stop.wait(1.0)
+                    with contextlib.suppress(Exception):
+                        listening.close()
+                        listening = listener(self.home, relay.OUTBOX_CHANNEL)
+                        said = False
 
         thread = None
         if not isinstance(listening, Poller):
@@ -469,8 +480,11 @@ class BotDoor:
         every = 0.1 if thread is None else 1.0
         try:
             while True:
-                for bot in list(self._epochs):
-                    await self._relay_bot(bot)
+                # each bot's actions in order, the bots side by side: a hung implementation holds up only its own bot
+                done = await asyncio.gather(*(self._relay_bot(bot) for bot in list(self._epochs)), return_exceptions=True)
+                for failed in (d for d in done if isinstance(d, Exception)):
+                    self.say({"type": "internal", "why": f"unexpected error {type(failed).__name__} relaying actions; "
+                              "this is a bug in fw, please report it"})
                 with contextlib.suppress(asyncio.TimeoutError, TimeoutError):
                     await asyncio.wait_for(self._outbox.wait(), every if self._epochs else 1.0)
                 self._outbox.clear()

@@ -34,6 +34,11 @@ from ...state.store import StateStore, now_iso
 
 OUTBOX_CHANNEL = "fw_onebot_outbox"
 KEEP_SECONDS = 3600  # answered, failed and expired actions kept this long
+WAIT_SECONDS = 30.0  # how long an asker waits for an action to be taken (the adapter's ACTION_TIMEOUT)
+# An action still `pending` this long after it was asked has no asker left (it was killed): it is
+# never sent. One still `sending` this long was taken by an owner that died or lost track of it.
+PENDING_STALE_SECONDS = WAIT_SECONDS + 5
+SENDING_STALE_SECONDS = 2 * WAIT_SECONDS + 10
 Failure = Callable[[str, str], FwError]
 
 
@@ -68,10 +73,18 @@ def owner_of(store: StateStore, bot: str) -> dict[str, Any] | None:
 def claim_next(store: StateStore, bot: str, owner: str, epoch: int) -> dict[str, Any] | None:
     """The bot's oldest waiting action, taken by its owner (`sending`); None when none waits or
     `owner` is no longer the owner of that epoch (fenced off)."""
+    if store.one("SELECT id FROM onebot_outbox WHERE bot = ? AND status = 'pending' LIMIT 1", (bot,)) is None:
+        return None  # nothing waits: no write transaction (with SQLite, no write lock ten times a second)
     with store.transaction():
         row = store.one("SELECT owner, epoch FROM onebot_owner WHERE bot = ?", (bot,))
         if row is None or row["owner"] != owner or int(row["epoch"]) != epoch:
             return None
+        now = now_iso()
+        store.execute("UPDATE onebot_outbox SET status = 'expired', answered_at = ? WHERE bot = ? AND status = 'pending' AND asked_at < ?",
+                      (now, bot, _ago(PENDING_STALE_SECONDS)))
+        store.execute("UPDATE onebot_outbox SET status = 'failed', answered_at = ?, error = ? WHERE bot = ? AND status = 'sending' "
+                      "AND asked_at < ?", (now, "its answer never came back from the process that took it; it may or may not "
+                                           "have been done", bot, _ago(SENDING_STALE_SECONDS)))
         found = store.one("SELECT id, action, params FROM onebot_outbox WHERE bot = ? AND status = 'pending' ORDER BY id LIMIT 1", (bot,))
         if found is None:
             return None
@@ -89,8 +102,12 @@ def settle(store: StateStore, action_id: int, epoch: int, answer: Any = None, er
         store.notify(OUTBOX_CHANNEL, f"answered {action_id}")
 
 
+def _ago(seconds: float) -> str:
+    return (datetime.now(timezone.utc) - timedelta(seconds=seconds)).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
 def forget_old(store: StateStore) -> None:
-    cutoff = (datetime.now(timezone.utc) - timedelta(seconds=KEEP_SECONDS)).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    cutoff = _ago(KEEP_SECONDS)
     with store.transaction():
         store.execute("DELETE FROM onebot_outbox WHERE status <> 'pending' AND status <> 'sending' AND asked_at < ?", (cutoff,))
 
@@ -119,12 +136,13 @@ class RelayedLink:
         return row if row is not None and row["status"] not in ("pending", "sending") else None
 
     def _give_up(self, action_id: int) -> dict[str, Any] | None:
-        """Stop waiting: an action not taken yet is never sent; one answered meanwhile is kept."""
+        """Stop waiting for the action to be taken: one not taken yet is never sent; one answered
+        meanwhile is kept; one being sent now is `{"status": "sending"}` (worth waiting for)."""
         with StateStore.open(self.home) as store, store.transaction():
             store.execute("UPDATE onebot_outbox SET status = 'expired', answered_at = ? WHERE id = ? AND status = 'pending'",
                           (now_iso(), action_id))
             row = store.one("SELECT status, answer, error FROM onebot_outbox WHERE id = ?", (action_id,))
-        return row if row is not None and row["status"] in ("answered", "failed") else None
+        return row if row is not None and row["status"] in ("answered", "failed", "sending") else None
 
     def _outcome(self, action: str, row: dict[str, Any], failure: Failure) -> Any:
         if row["status"] == "answered":
@@ -145,10 +163,17 @@ class RelayedLink:
                 row = self._look(action_id)
                 if row is not None:
                     return self._outcome(action, row, failure)
+            row = self._give_up(action_id)
+            if row is not None and row["status"] == "sending":  # the owner has it: wait for its own answer
+                deadline = time.monotonic() + timeout + 2
+                while time.monotonic() < deadline:
+                    time.sleep(0.1)
+                    if (row := self._look(action_id)) is not None:
+                        return self._outcome(action, row, failure)
+                row = None
         except BaseException:  # Ctrl-C, a signal: what was not taken yet is never sent
             self._give_up(action_id)
             raise
-        row = self._give_up(action_id)
         if row is not None:
             return self._outcome(action, row, failure)
         raise self._late(action, timeout, failure)
@@ -164,10 +189,16 @@ class RelayedLink:
                 row = await asyncio.to_thread(self._look, action_id)
                 if row is not None:
                     return self._outcome(action, row, failure)
+            row = await asyncio.to_thread(self._give_up, action_id)
+            if row is not None and row["status"] == "sending":  # the owner has it: wait for its own answer
+                deadline = time.monotonic() + timeout + 2
+                row = None
+                while time.monotonic() < deadline and row is None:
+                    await asyncio.sleep(0.1)
+                    row = await asyncio.to_thread(self._look, action_id)
         except asyncio.CancelledError:
             await asyncio.shield(asyncio.to_thread(self._give_up, action_id))
             raise
-        row = await asyncio.to_thread(self._give_up, action_id)
         if row is not None:
             return self._outcome(action, row, failure)
         raise self._late(action, timeout, failure)
