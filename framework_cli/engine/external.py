@@ -119,7 +119,7 @@ def _program(argv: list[str], env: dict[str, str]) -> list[str]:
         if found is None:
             raise FwError("unavailable", f"the external runner's program {program!r} was not found on PATH ({env.get('PATH', os.defpath)})",
                           "install it, or give the harness's command a path to it", reason="runner")
-        return [found, *argv[1:]]
+        return [os.path.abspath(found), *argv[1:]]  # a relative entry of PATH is the folder fw started in, not the run's
     path = os.path.abspath(os.path.expanduser(program))
     if not os.path.isfile(path):
         raise FwError("unavailable", f"the external runner's program {program!r} was not found: tried {path} "

@@ -167,12 +167,14 @@ class BotDoor:
                 store.close()
                 raise
 
-        loop = asyncio.get_running_loop()
-        job = loop.run_in_executor(self._store, run)
+        pending = self._store.submit(run)
+        job = asyncio.wrap_future(pending)
         if gave_up is None:
             return await asyncio.wait_for(job, seconds)
         done, _ = await asyncio.wait([job], timeout=seconds)
         if not done:
+            if pending.cancel():  # still queued behind other store work: it never runs, nothing is kept
+                raise TimeoutError
             gave_up.set()
         try:
             return await job  # a work that had started commits or rolls back within its busy timeout

@@ -273,7 +273,8 @@ def guarded_protocol(limits: DoorLimits) -> type:
             super().data_received(data)
             if (self.cycle is not None and not self.cycle.response_complete) or self.transport.is_closing():
                 self._disarm_head_timer()  # its head is whole (or it is gone)
-            body_coming = self.cycle is not None and self.cycle.more_body and not self.transport.is_closing()
+            body_coming = (self.cycle is not None and self.cycle.more_body and not self.cycle.response_complete
+                           and not self.transport.is_closing())  # answered early (a 413): no body is waited for
             if body_coming and self._body_timer is None:
                 self._body_timer = self.loop.call_later(limits.body_seconds, self._body_too_slow)
             elif not body_coming:
