@@ -49,7 +49,7 @@ def async_http_client(scheme: str, shard: int = 0) -> Any:
     if client is None:
         import httpx
 
-        verify: Any = True if scheme == "https" else bare_tls_context()
+        verify: Any = tls_context() if scheme == "https" else bare_tls_context()
         client = _async_clients[key] = httpx.AsyncClient(verify=verify, follow_redirects=False, **_async_transport(verify),
                                                          limits=httpx.Limits(max_connections=None, max_keepalive_connections=64))
     return client
@@ -79,6 +79,30 @@ def _async_transport(verify: Any) -> dict[str, Any]:
     nodelay = [(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]
     return {"transport": httpx.AsyncHTTPTransport(verify=verify, socket_options=nodelay,
                                                   limits=httpx.Limits(max_connections=None, max_keepalive_connections=64))}
+
+
+_tls: list[Any] = []  # the process's one TLS context that verifies servers: loading the CA bundle costs about 50 ms
+
+
+def tls_context() -> Any:
+    """The TLS context the async clients share (a context serves any number of connections):
+    made once, not once for each of an engine's SHARDS clients, each of which held the event
+    loop for the time it takes to load the CA bundle."""
+    if not _tls:
+        import httpx
+
+        with _clients_lock:
+            if not _tls:
+                _tls.append(httpx.create_ssl_context())
+    return _tls[0]
+
+
+def warm() -> None:
+    """What a serving process's first runs would otherwise pay for on its event loop: httpx
+    imported and the TLS context made (called on a worker thread before the first run)."""
+    import httpx  # noqa: F401
+
+    tls_context()
 
 
 def bare_tls_context() -> Any:

@@ -29,6 +29,7 @@ from typing import Any, Protocol
 from ..domain.runs import run_end
 from ..errors import FwError
 from ..home.store import Home
+from ..http_client import warm
 from ..liveness import HOST, gone_here, me
 from ..runtime import lanes, tasks, work
 from ..state.store import StateStore, now_iso
@@ -110,6 +111,7 @@ class Engine:
         self._wake = asyncio.Event()
         stop_listening = work.listen(lambda: loop.call_soon_threadsafe(self._wake.set))  # type: ignore[union-attr]
         await self.threads(self._register)
+        await self.threads(warm)  # httpx and the TLS context, off the loop, before the first run needs them
         beat = asyncio.ensure_future(self._heartbeat())
         try:
             await self.threads(self._take_back)
