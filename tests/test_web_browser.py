@@ -426,3 +426,41 @@ def test_an_unknown_page_is_the_sites_own_404_and_the_favicon_is_served(page, we
     expect(page.get_by_role("alert")).to_contain_text("There is no page at /no/such/page")
     icon = page.request.get(web.base + "/static/favicon.svg")
     assert icon.status == 200 and b"<svg" in icon.body()
+
+
+def test_an_agent_runs_from_the_runs_page_and_its_answer_shows(browser, home):
+    """As `fw agent run`: the page starts the run, the scripted model answers, the run ends and
+    its page shows the answer; an empty message is refused at its field and starts nothing."""
+    with ChatServer([{"content": "Three agents."}], repeat_last=True) as model:
+        fwj("resource", "write", "provider", "p1", "--create", "--data", json.dumps({"base_url": model.base_url, "api_key": CANARY}))
+        fwj("resource", "write", "model", "m1", "--create", "--data", json.dumps({"provider": "p1", "model_id": "m-1"}))
+        fwj("agent", "create", "a1", "--model", "m1")
+        proc = subprocess.Popen([fw_bin(), "web", "--listen", "127.0.0.1:0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, env={**os.environ, "FW_HOME": str(home)})
+        context = browser.new_context()
+        try:
+            line = proc.stdout.readline()
+            found = SIGN_IN_LINE.fullmatch(line)
+            assert found, line
+            page = context.new_page()
+            page.goto(line.removeprefix("fw web: ").strip())
+            page.goto(found.group(1) + "/runs")
+            form = page.get_by_role("form", name="Run an agent")
+            form.get_by_label("agent", exact=True).select_option("a1")
+            with page.expect_navigation():
+                form.get_by_role("button", name="Run", exact=True).click()
+            expect(page.locator("#err-message")).to_be_visible()
+            assert fwj("run", "list")["runs"] == []
+            form = page.get_by_role("form", name="Run an agent")
+            form.get_by_label("agent", exact=True).select_option("a1")
+            form.get_by_label("message", exact=True).fill("How many agents are there?")
+            with page.expect_navigation():
+                form.get_by_role("button", name="Run", exact=True).click()
+            expect(page.get_by_role("region", name="the answer")).to_contain_text("Three agents.")
+            runs = fwj("run", "list")["runs"]
+            assert [r["status"] for r in runs] == ["ended"] and CANARY not in page.content()
+            assert model.requests[0]["json"]["messages"][-1]["content"] == "How many agents are there?"
+        finally:
+            context.close()
+            proc.terminate()
+            proc.wait(timeout=30)

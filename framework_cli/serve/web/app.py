@@ -8,7 +8,6 @@ is refused is refused there, and the page shows the error beside its field.
 
 from __future__ import annotations
 
-import hmac
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -39,7 +38,7 @@ from ...home.store import Home
 from ...runtime.plugin_admin import plugin_warnings
 from ...tools.service import catalogue_now, tools_offered_now
 from . import forms
-from .forms import Form
+from .forms import Form, checked_form
 from .runtime_pages import RuntimePages
 from .signin import SignIn, SignInMiddleware
 
@@ -83,6 +82,7 @@ def create_app(home: Home, *, signin: SignIn | None = None, allowed_hosts: list[
         pages.route("/sessions", runtime.sessions, post=True),
         pages.route("/sessions/{name}", runtime.session, post=True),
         pages.route("/runs", runtime.runs),
+        Route("/runs/new", runtime.run_agent, methods=["POST"]),
         pages.route("/runs/{run_id}", runtime.run, post=True),
         pages.route("/audit", runtime.audit),
         pages.route("/tasks", runtime.tasks),
@@ -355,15 +355,6 @@ class Pages:
         hint = page_hint(plan["blocked"][0]) if plan["blocked"] else None
         return self.render(request, "delete.html", status, plan=plan, tree=plan_tree(plan), kind=kind, name=name, blocked_words=BLOCKED,
                            recursive=recursive, alerts=alerts, hint=hint, back=back_to(kind))
-
-
-async def checked_form(request: Request) -> Form:
-    """The posted form, once its CSRF token is the session's; 403 otherwise, before anything is read or written."""
-    form = forms.form_of((await request.form()).multi_items())
-    given = forms.one(form, "csrf_token")
-    if not given or not hmac.compare_digest(given.encode(), request.scope["state"]["csrf"].encode()):
-        raise HTTPException(403, "CSRF token missing or wrong")
-    return form
 
 
 def named(name: str, kind: str) -> str:

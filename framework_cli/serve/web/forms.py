@@ -7,9 +7,13 @@ Plain functions on plain data: the page renders what `*_values` give and saves w
 
 from __future__ import annotations
 
+import hmac
 import re
 from collections.abc import Iterable
 from typing import Any
+
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
 
 from ...domain.agent_catalogue import SOURCES
 from ...domain.catalogue import EVENT_TOOLS, EVENT_TYPES, PLATFORM_TOOLS, selects
@@ -309,3 +313,12 @@ def provider_definition(form: Form, stored: dict[str, Any] | None = None) -> dic
 def field_of(error_field: str | None) -> str:
     """The form field an error names: `builtin_tools[1]` is the builtin_tools field."""
     return (error_field or "").split("[", 1)[0].split(" ", 1)[0]
+
+
+async def checked_form(request: Request) -> Form:
+    """The posted form, once its CSRF token is the session's; 403 otherwise, before anything is read or written."""
+    form = form_of((await request.form()).multi_items())
+    given = one(form, "csrf_token")
+    if not given or not hmac.compare_digest(given.encode(), request.scope["state"]["csrf"].encode()):
+        raise HTTPException(403, "CSRF token missing or wrong")
+    return form

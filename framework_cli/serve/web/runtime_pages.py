@@ -11,12 +11,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
 from ...domain.identities import agent_bind, binding_list, operator, principal_create, principal_list
 from ...domain.resources import names
 from ...domain.runs import RUN_STATUSES, run_end, run_list, run_show
+from ...engine.agent_run import arun_agent
+from ...engine.aio import Threads
 from ...errors import FwError
 from ...platform.bots import bot_add, bot_list, bot_set, bot_show
 from ...runtime.sessions import message_list, message_post, session_create, session_list, set_binding_enabled
@@ -24,8 +27,9 @@ from ...runtime.status import work_status
 from ...runtime.tasks import task_list
 from ...runtime.turns import turn_list
 from ...tools.audit import audit_list
+from ..gateway import run_gateway
 from . import forms
-from .forms import Form
+from .forms import Form, checked_form
 
 PAGE = 50  # rows of a long list a page
 DOOR = "fw web"
@@ -44,6 +48,11 @@ def paged(rows: list[Any], request: Request, newest_first: bool = True) -> tuple
     return rows[(number - 1) * PAGE: number * PAGE], {"number": number, "pages": pages, "total": len(rows), "keep": keep}
 
 
+def done_run(error: FwError) -> bool:
+    """Whether a failure came after the run had started (its page says what happened)."""
+    return bool(error.extra.get("run_id"))
+
+
 def at_field(error: FwError, field: str) -> FwError:
     """The error shown at `field` when it names none of its own (the domain speaks of values,
     the page of its fields)."""
@@ -57,6 +66,7 @@ class RuntimePages:
 
     def __init__(self, pages: Any) -> None:
         self.pages = pages
+        self._threads: Threads | None = None  # for the runs started from the page, made on the first
 
     def render(self, request: Request, template: str, status: int = 200, **context: Any) -> Response:
         return self.pages.render(request, template, status, **context)
@@ -166,17 +176,48 @@ class RuntimePages:
                            posted=request.query_params.get("posted") == "1")
 
     # -- runs -------------------------------------------------------------------------------
-    def runs(self, request: Request, form: Form | None) -> Response:
+    def runs(self, request: Request, form: Form | None, error: FwError | None = None,
+             values: dict[str, Any] | None = None) -> Response:
         home = self.pages.home()
+        errors, alerts, code = self.pages.failed(error)
         query = {k: request.query_params.get(k, "") for k in ("agent", "principal", "status")}
-        status = query["status"] if query["status"] in RUN_STATUSES else None
-        rows = run_list(home, status=status, agent=query["agent"] or None)["runs"]
+        wanted = query["status"] if query["status"] in RUN_STATUSES else None
+        rows = run_list(home, status=wanted, agent=query["agent"] or None)["runs"]
         if query["principal"]:
             rows = [r for r in rows if r.get("identity") == query["principal"]]
         shown, page = paged(rows, request)
-        return self.render(request, "runs.html", runs=shown, page=page, filters=query, statuses=RUN_STATUSES)
+        agents = sorted(names(home, "agent"))
+        principals = [p["name"] for p in principal_list(home)["principals"] if p.get("kind") == "agent"]
+        return self.render(request, "runs.html", code, runs=shown, page=page, filters=query, statuses=RUN_STATUSES, agents=agents,
+                           principals=principals, values=values or {"agent": "", "principal": "", "message": ""}, errors=errors,
+                           alerts=alerts)
 
-    def run(self, request: Request, form: Form | None, run_id: str) -> Response:
+    async def run_agent(self, request: Request) -> Response:
+        """`fw agent run` from the page: the run is started, its model loop runs on this
+        server's event loop (waiting holds no thread), the run ends, and its page shows the
+        answer. A refusal shows at its field and starts nothing."""
+        form = await checked_form(request)
+        values = {"agent": forms.one(form, "agent"), "principal": forms.one(form, "principal"), "message": (form.get("message") or [""])[0]}
+        try:
+            if not values["agent"]:
+                raise FwError("invalid", "choose the agent to run", "", field="agent")
+            if not values["message"].strip():
+                raise FwError("invalid", "the message to the agent is empty", "write what the agent should do", field="message")
+            if self._threads is None:
+                self._threads = Threads(4, name="fw-web-run")
+            done = await arun_agent(self.pages.home(), values["message"], agent=values["agent"], principal=values["principal"] or None,
+                                    gateway=run_gateway, conversation=None if values["principal"] else "new", run_sync=self._threads)
+        except Exception as exc:  # never a traceback on a page
+            if not isinstance(exc, FwError):
+                error = {"code": "internal", "message": f"unexpected error: {type(exc).__name__}", "hint": "this is a bug in fw; please report it"}
+                return await run_in_threadpool(self.pages.render, request, "error.html", 500, error=error, alerts=[error])
+            if not done_run(exc):
+                field = "principal" if values["principal"] and "principal" in exc.message else "agent" if "agent" in exc.message else "message"
+                return await run_in_threadpool(self.runs, request, None, at_field(exc, field), values)
+            return RedirectResponse(f"/runs/{exc.extra['run_id']}", status_code=303)
+        return await run_in_threadpool(self.run, request, None, done["run_id"], done)
+
+    def run(self, request: Request, form: Form | None, run_id: str, done: dict[str, Any] | None = None) -> Response:
         home = self.pages.home()
         if form is not None:
             run_end(home, run_id)
@@ -184,7 +225,7 @@ class RuntimePages:
         record = run_show(home, run_id)
         calls = audit_list(home, 500, run=record["run_id"])["entries"]
         return self.render(request, "run.html", run=record, calls=calls, live=record["status"] == "active",
-                           ended=request.query_params.get("ended") == "1")
+                           ended=request.query_params.get("ended") == "1", done=done)
 
     # -- the audit log, tasks, the queue ------------------------------------------------------
     def audit(self, request: Request, form: Form | None) -> Response:
