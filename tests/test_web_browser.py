@@ -373,14 +373,19 @@ def test_a_session_page_lists_messages_posts_as_a_user_and_reloads_while_a_turn_
     page.goto(web.base + "/sessions")
     page.get_by_role("link", name="s1").click()
     expect(page.get_by_role("list", name="messages")).to_contain_text("first words")
-    assert 'http-equiv="refresh"' not in page.content()
+    assert 'name="fw-reload"' not in page.content()
     page.get_by_label("author", exact=True).select_option("alice")
     page.get_by_label("text", exact=True).fill("hello @p1")
     with page.expect_navigation():
         page.get_by_role("button", name="Post", exact=True).click()
     expect(page.get_by_role("list", name="messages")).to_contain_text("hello @p1")
     assert [t["status"] for t in fwj("turn", "list")["turns"]] == ["pending"]
-    assert 'http-equiv="refresh"' in page.content()  # a turn waits: the page reloads itself
+    assert 'name="fw-reload"' in page.content()  # a turn waits: the page reloads itself...
+    with page.expect_navigation(timeout=10_000):
+        pass  # ...by itself, within its 3 seconds
+    page.get_by_label("text", exact=True).fill("half a thought")
+    page.wait_for_timeout(4000)
+    expect(page.get_by_label("text", exact=True)).to_have_value("half a thought")  # ...but never while a message is being written
 
 
 def test_runs_page_filters_shows_a_runs_tools_and_calls_and_ends_it(page, web, home):

@@ -30,3 +30,13 @@ document.addEventListener("change", (event) => {
     if (part.dataset.refreshOn.split(" ").includes(event.target.name)) refresh(part, form);
   }
 });
+
+// A page that asks for it (a session with a turn in flight) reloads itself every few seconds,
+// except while a message is being written in it: what is typed is never lost to a reload.
+const reload = document.querySelector('meta[name="fw-reload"]');
+if (reload) {
+  setInterval(() => {
+    const writing = [...document.querySelectorAll("textarea, input[type=text]")].some((f) => f.value.trim() !== "");
+    if (!writing && !document.querySelector("textarea:focus, input:focus, select:focus")) location.reload();
+  }, 1000 * Number(reload.content || 3));
+}
