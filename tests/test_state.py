@@ -41,20 +41,25 @@ def test_a_database_from_a_newer_fw_is_refused(tmp_path):
     assert caught.value.code == "corrupt"
 
 
+def transactions_and_savepoints(store, duplicate_key_error):
+    """A failed transaction changes nothing; a savepoint that fails fails alone."""
+    with pytest.raises(RuntimeError):
+        with store.transaction():
+            store.insert("memory", {"principal": "p", "key": "a", "value": "1", "updated_at": "t"})
+            raise RuntimeError("boom")
+    assert store.all("SELECT * FROM memory") == []
+    with store.transaction():
+        store.insert("memory", {"principal": "p", "key": "b", "value": "1", "updated_at": "t"})
+        with pytest.raises(duplicate_key_error):
+            with store.transaction():
+                store.insert("memory", {"principal": "p", "key": "c", "value": "1", "updated_at": "t"})
+                store.insert("memory", {"principal": "p", "key": "b", "value": "2", "updated_at": "t"})
+    assert [r["key"] for r in store.all("SELECT key FROM memory")] == ["b"]
+
+
 def test_a_failed_transaction_changes_nothing_and_a_savepoint_fails_alone(tmp_path):
     with StateStore(tmp_path / "state.db") as store:
-        with pytest.raises(RuntimeError):
-            with store.transaction():
-                store.insert("memory", {"principal": "p", "key": "a", "value": "1", "updated_at": "t"})
-                raise RuntimeError("boom")
-        assert store.all("SELECT * FROM memory") == []
-        with store.transaction():
-            store.insert("memory", {"principal": "p", "key": "b", "value": "1", "updated_at": "t"})
-            with pytest.raises(sqlite3.IntegrityError):
-                with store.transaction():
-                    store.insert("memory", {"principal": "p", "key": "c", "value": "1", "updated_at": "t"})
-                    store.insert("memory", {"principal": "p", "key": "b", "value": "2", "updated_at": "t"})
-        assert [r["key"] for r in store.all("SELECT key FROM memory")] == ["b"]
+        transactions_and_savepoints(store, sqlite3.IntegrityError)
 
 
 WRITER = """
@@ -114,18 +119,7 @@ def test_on_postgresql_a_failed_transaction_changes_nothing_and_a_savepoint_fail
     from framework_cli.state.postgres import PgStore
 
     with PgStore(pg_url) as store:
-        with pytest.raises(RuntimeError):
-            with store.transaction():
-                store.insert("memory", {"principal": "p", "key": "a", "value": "1", "updated_at": "t"})
-                raise RuntimeError("boom")
-        assert store.all("SELECT * FROM memory") == []
-        with store.transaction():
-            store.insert("memory", {"principal": "p", "key": "b", "value": "1", "updated_at": "t"})
-            with pytest.raises(psycopg.errors.UniqueViolation):
-                with store.transaction():
-                    store.insert("memory", {"principal": "p", "key": "c", "value": "1", "updated_at": "t"})
-                    store.insert("memory", {"principal": "p", "key": "b", "value": "2", "updated_at": "t"})
-        assert [r["key"] for r in store.all("SELECT key FROM memory")] == ["b"]
+        transactions_and_savepoints(store, psycopg.errors.UniqueViolation)
 
 
 PG_WRITER = """
