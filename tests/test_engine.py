@@ -18,12 +18,15 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import CANARY, fw, fw_bin, fwj, state_execute, state_rows, wait_until_gone
+from conftest import CANARY, fw, fw_bin, fwj, processes_with, state_execute, state_rows, wait_until_gone
 from fakes.chat_server import ChatServer
 from fakes.onebot_server import SELF_ID, ok
 from serving import Served
 from test_sessions import messages, post, setup
+from test_tasks_exec import bound_agent
 from websockets.sync.client import connect
+
+from framework_cli.engine.aio import ENGINE_THREADS
 
 pytestmark = pytest.mark.engines
 
@@ -128,6 +131,52 @@ def test_a_principal_whose_mcp_server_hangs_holds_up_no_one_else_and_leaves_noth
     assert serving.returncode == 130 and "Traceback" not in err  # a run was in flight: ended
     assert [t for t in fwj("session", "show", "s1")["session"]["turns"] if t["principal"] == "stuck"][0]["status"] == "cancelled"
     assert wait_until_gone(marker) == []
+
+
+class ExecModel(ChatServer):
+    """A model that has each run call `framework_exec` with `argv`, then says "done"."""
+
+    def __init__(self, argv):
+        super().__init__([])
+        self.argv = argv
+
+    def next_step(self, request):
+        with self._lock:
+            self.requests.append(request)
+        if request["json"]["messages"][-1]["role"] == "tool":
+            return {"content": "done"}
+        return {"tool_calls": [{"name": "framework_exec", "arguments": {"argv": self.argv, "timeout_seconds": 120}}]}
+
+
+def test_more_blocking_tool_calls_than_the_engine_has_threads_hold_up_no_one_else(home, tmp_path):
+    mark = f"fw-test-blocking-{os.getpid()}-{time.monotonic_ns()}"
+    workers = [f"w{i}" for i in range(ENGINE_THREADS + 2)]  # more exec calls than the engine's threads for short work
+    work = tmp_path / "work"
+    work.mkdir()
+    with ExecModel(["python3", "-c", "import time; time.sleep(120)", mark]) as slow, \
+            ChatServer([{"echo": "re: ", "sleep": 0.1}], repeat_last=True) as model:
+        setup(model.base_url, "quick")
+        fwj("resource", "write", "provider", "p2", "--create", "--data", json.dumps({"base_url": slow.base_url, "api_key": CANARY}))
+        fwj("resource", "write", "model", "m2", "--create", "--data",
+            json.dumps({"provider": "p2", "model_id": "model-y", "capabilities": {"tool_call": True}}))
+        for name in workers:
+            bound_agent(name, "m2", "local_execution", directory=work, execution=True)
+        fwj("session", "create", "s1", "--member", "alice", "--member", "quick", *sum((["--member", w] for w in workers), []))
+        for name in workers:
+            post("s1", "alice", f"@{name} sleep")
+        serving = subprocess.Popen([fw_bin(), "dispatch", "--json"], env={**os.environ, "FW_HOME": str(home)},
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            wait_for(lambda: len(processes_with(mark)) >= len(workers), what="every worker's exec call running")
+            for i in range(3):  # while every exec call blocks, quick's turns come and are answered
+                post("s1", "alice", f"@quick q{i}")
+            wait_for(lambda: len([m for m in messages("s1") if m[0] == "quick"]) == 3, seconds=30, what="quick's three answers")
+            assert len(processes_with(mark)) >= len(workers)  # answered while the calls still ran
+        finally:
+            serving.send_signal(signal.SIGINT)
+            _, err = serving.communicate(timeout=60)
+    assert serving.returncode == 130 and "Traceback" not in err
+    assert wait_until_gone(mark) == []
 
 
 # -- bots: one conversation at a time, many side by side; nothing lost -------------------------------

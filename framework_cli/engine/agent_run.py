@@ -91,7 +91,8 @@ async def arun_agent(
             on_event({"type": "started", "run": record})
         if (record.get("runner") or {}).get("type") == EXTERNAL:
             job = RunJob(home, record, token, sources, message, history, on_event)
-            doc = await run_sync(ExternalRunner(gateway, timeout if timeout is not None else DEFAULT_RUNNER_TIMEOUT).run, job)
+            runner = getattr(run_sync, "blocking", run_sync)  # it waits for its program, up to the timeout
+            doc = await runner(ExternalRunner(gateway, timeout if timeout is not None else DEFAULT_RUNNER_TIMEOUT).run, job)
             said = [{"role": "user", "content": message}, {"role": "assistant", "content": doc["answer"]}]
         else:
             turn = Turn(message, history, max_rounds if max_rounds is not None else record.get("max_rounds"),

@@ -2,9 +2,17 @@
 
 Turns, tasks and event runs run as tasks of one event loop a process: a run waiting for its
 model (or an MCP server's answer, or a child task) holds no thread. Work that blocks (YAML,
-SQLite, a file, a program) goes through `Threads`, a pool of the engine's own: a pool that a
+SQLite, a file, a program) goes through `Threads`, pools of the engine's own: pools that a
 one-run command does not wait for when it is interrupted (the programs it runs are stopped by
 the command line's boundary), unlike asyncio's default one.
+
+Two pools, for two kinds of blocking work. Short work (a run's start and end, reading its
+input, store writes) takes a few milliseconds of the interpreter each: a few threads do it as
+fast as many, and many threads that all want the interpreter at once only fight over it (32 of
+them cost a run a third more CPU than 4 in `bench/engine_load.py`). Long work (a blocking tool
+call such as `exec`, an external runner, a platform action over plain HTTP) mostly waits, for
+seconds or minutes: it goes to `threads.blocking`, a pool of its own, so that however many of
+those are waiting the short work of every other run goes on.
 
 `run_front(work)` runs one coroutine on a new loop for a command that drives one run (`fw agent
 run`, `fw event handle`); the serving commands keep a loop of their own for as long as they serve.
@@ -22,23 +30,31 @@ from ..http_client import close_async_clients
 from ..state.store import keep_stores_open
 
 T = TypeVar("T")
-FRONT_THREADS = 8  # for one run's blocking work
-ENGINE_THREADS = 32  # for a serving engine's: its runs' starts, tool calls and store work
+FRONT_THREADS = 8  # for one run's short blocking work
+ENGINE_THREADS = 6  # for a serving engine's short blocking work: its runs' starts and ends, store work
+BLOCKING_THREADS = 256  # for long blocking work (threads are made as they are needed, up to this)
 INTERRUPTED = "fw was interrupted while the call was running"  # what a cancelled call tells its server
 
 
 class Threads:
-    """The engine's threads: `await threads(fn, *args)` runs `fn` on one of them."""
+    """The engine's threads: `await threads(fn, *args)` runs short work `fn` on one of them,
+    `await threads.blocking(fn, *args)` work that may wait long (see the module's text)."""
 
-    def __init__(self, size: int = ENGINE_THREADS, name: str = "fw-engine") -> None:
+    def __init__(self, size: int = ENGINE_THREADS, name: str = "fw-engine", blocking_size: int = BLOCKING_THREADS) -> None:
         self.pool = ThreadPoolExecutor(size, thread_name_prefix=name, initializer=keep_stores_open)
+        self.long_pool = ThreadPoolExecutor(blocking_size, thread_name_prefix=f"{name}-blocking", initializer=keep_stores_open)
 
     async def __call__(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self.pool, functools.partial(fn, *args, **kwargs))
 
+    async def blocking(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self.long_pool, functools.partial(fn, *args, **kwargs))
+
     def close(self, wait: bool = False) -> None:
         self.pool.shutdown(wait=wait, cancel_futures=True)
+        self.long_pool.shutdown(wait=wait, cancel_futures=True)
 
 
 def run_front(work: Callable[[Threads], Awaitable[T]], threads: int = FRONT_THREADS) -> T:

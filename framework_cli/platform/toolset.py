@@ -55,11 +55,12 @@ def call_platform_tool(home: Home, run: dict[str, Any], tool: PlatformTool, args
 
 async def acall_platform_tool(home: Home, run: dict[str, Any], tool: PlatformTool, args: dict[str, Any], run_sync: Any) -> dict[str, Any]:
     """`call_platform_tool` from an event loop: the checks on `run_sync` (they read files), the
-    action awaited where the adapter can send it without a thread."""
+    action awaited where the adapter can send it without a thread, else on the pool for long
+    work (`run_sync.blocking`, where it has one): a platform that stops answering holds it."""
     adapter, params = await run_sync(prepared_call, home, run, tool, args)
     acall = getattr(adapter, "acall", None)
     if acall is None:
-        return await run_sync(adapter.call, tool.api, params)  # type: ignore[no-any-return]
+        return await getattr(run_sync, "blocking", run_sync)(adapter.call, tool.api, params)  # type: ignore[no-any-return]
     return await acall(tool.api, params, run_sync)  # type: ignore[no-any-return]
 
 

@@ -405,8 +405,9 @@ def call_tool(home: Home, caller: Caller, name: str, args: Any, sources: Any = N
 
 async def acall_tool(home: Home, caller: Caller, name: str, args: Any, sources: Any = None, *, run_sync: Any = None,
                      watch: CallWatch | None = None) -> dict[str, Any]:
-    """`call_tool` for an event loop (the engine's): the checks, the audit and a blocking tool
-    run on `run_sync` (the engine's threads; `asyncio.to_thread` by default); a tool that can
+    """`call_tool` for an event loop (the engine's): the checks and the audit run on `run_sync`
+    (the engine's threads; `asyncio.to_thread` by default), a blocking tool (`exec` may take
+    minutes) on its pool for long work, `run_sync.blocking` where it has one; a tool that can
     wait without a thread (an MCP call, task_wait) is awaited on the loop."""
     import asyncio
 
@@ -416,7 +417,7 @@ async def acall_tool(home: Home, caller: Caller, name: str, args: Any, sources: 
         if tool.ahandler is not None:
             result = await tool.ahandler(home, caller, args, run_sync)
         else:
-            result = await run_sync(tool.handler, home, caller, args)
+            result = await getattr(run_sync, "blocking", run_sync)(tool.handler, home, caller, args)
     except BaseException as exc:
         await run_sync(_audit_failure, home, caller, name, args, None, exc)
         raise
