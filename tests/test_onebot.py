@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -434,3 +435,43 @@ def test_an_action_whose_asker_is_gone_is_never_sent_by_a_later_owner(home):
     assert frame["params"]["message"][0]["data"]["text"] == "fresh"  # the stale one never went out
     statuses = [r["status"] for r in state_rows(home, "SELECT status FROM onebot_outbox ORDER BY id")]
     assert statuses == ["expired", "answered"] and code == 0
+
+
+def test_a_list_asks_every_silent_http_bot_at_once_not_one_after_another(home):
+    """Bots reached over HTTP without heartbeats are asked `get_status` by `fw bot list` (and the
+    web page's list): a platform that holds the request is waited for once, not once a bot."""
+    import socket
+
+    setup("http://127.0.0.1:9/v1")
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))  # not listening yet: adding the bots is refused at once
+    url = f"http://127.0.0.1:{listener.getsockname()[1]}"
+    for name in ("qa", "qb", "qc"):
+        fwj("bot", "add", name, "--adapter", "onebot", "--principal", "p1", "--url", url)
+    listener.listen(8)
+    arrived: list[float] = []
+    held: list[socket.socket] = []
+
+    def hold() -> None:  # reads each request and never answers it
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            conn.recv(65536)
+            arrived.append(time.monotonic())
+            held.append(conn)
+
+    threading.Thread(target=hold, daemon=True).start()
+    try:
+        started = time.monotonic()
+        bots = fwj("bot", "list")["bots"]
+        took = time.monotonic() - started
+    finally:
+        listener.close()
+        for conn in held:
+            conn.close()
+    assert [(b["name"], b["online"]) for b in bots] == [("qa", False), ("qb", False), ("qc", False)]
+    assert len(arrived) == 3
+    # every ask was in flight before the first one was given up: all three were waiting at once
+    assert max(arrived) - min(arrived) < took / 2

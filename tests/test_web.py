@@ -12,6 +12,7 @@ import pytest
 from conftest import CANARY, fw, fwj, make_basics, snapshot
 from fakes.chat_server import ChatServer
 from starlette.testclient import TestClient
+from test_sessions import setup
 
 from framework_cli.home.store import Home
 from framework_cli.serve.http import parse_listen
@@ -312,3 +313,84 @@ def test_the_provider_form_offers_the_key_only_and_says_when_it_comes_from_the_e
     data = fwj("resource", "read", "provider", "p1")["data"]
     assert data["api_key_set"] is True and "api_key_env" not in data
     assert CANARY not in (home / "providers/default/p1.yaml").read_text()
+
+
+# -- the runtime's pages: a run started and its tools called by hand, the queue run once, the audit paged
+def test_a_run_started_from_the_page_calls_its_tools_by_hand_and_a_bad_call_changes_nothing(home):
+    make_basics()
+    fwj("agent", "edit", "a1", "--builtin-tool", "resource_management")
+    fwj("principal", "create", "p1", "--kind", "agent")
+    fwj("binding", "set", "p1", "--agent", "a1")
+    c = client(home)
+    token = csrf(c, "/runs/start")
+    before = snapshot(home)
+    for fields in ({}, {"principal": "p1", "agent": "a1"}, {"principal": "p1", "lease": "99"}, {"principal": "nobody"}):
+        refused = c.post("/runs/start", data={"csrf_token": token, "principal": "", "agent": "", "lease": "", **fields})
+        assert refused.status_code in (400, 404) and 'class="field-error"' in refused.text, fields
+    assert snapshot(home) == before  # a refused start starts nothing
+    started = c.post("/runs/start", data={"csrf_token": token, "principal": "p1", "agent": "", "lease": "600"}, follow_redirects=False)
+    assert started.status_code == 303
+    run_id = started.headers["location"].split("/runs/")[1].split("?")[0]
+    shown = fwj("run", "show", run_id)
+    assert (shown["identity"], shown["agent"], shown["status"], shown["mode"]) == ("p1", "a1", "active", "managed")
+    page = c.get(f"/runs/{run_id}?started=1")
+    assert "The run was started" in page.text and 'aria-label="Call a tool"' in page.text
+
+    def call(tool, args):
+        return c.post(f"/runs/{run_id}", data={"csrf_token": token, "action": "call", "tool": tool, "args": args})
+
+    done = call("framework_resource_list", '{"kind": "agent"}')
+    assert done.status_code == 200 and 'aria-label="the result"' in done.text
+    assert "&#34;a1&#34;" in done.text or "&quot;a1&quot;" in done.text  # the listing, as JSON
+    audited = fwj("audit", "list", "--run", run_id)["entries"]
+    assert [(e["tool"], e["outcome"]) for e in audited] == [("framework_resource_list", "ok")]
+    files = snapshot(home)
+    bad = call("framework_resource_list", '{"kind": ')
+    assert bad.status_code == 400 and 'id="err-args"' in bad.text and "not JSON" in bad.text
+    assert snapshot(home) == files  # not even audited: nothing was called
+    forged = call("framework_exec", '{"argv": ["true"]}')  # not in the run's snapshot
+    assert forged.status_code == 403 and 'id="err-tool"' in forged.text
+    assert fwj("resource", "read", "agent", "a1")["name"] == "a1"
+    assert [e["outcome"] for e in fwj("audit", "list", "--run", run_id)["entries"]] == ["ok", "refused"]
+    ended = c.post(f"/runs/{run_id}", data={"csrf_token": token, "action": "end"}, follow_redirects=False)
+    assert ended.status_code == 303 and fwj("run", "show", run_id)["status"] == "ended"
+    assert 'aria-label="Call a tool"' not in c.get(f"/runs/{run_id}").text  # an ended run calls nothing
+    assert CANARY not in done.text + bad.text + forged.text
+
+
+def test_the_status_page_runs_the_queue_once_and_says_what_came_of_it(home):
+    with ChatServer([{"content": "hello alice"}], repeat_last=True) as model:
+        setup(model.base_url, "p1")  # agent p1, bound to principal p1; alice, a user
+        fwj("session", "create", "s1", "--member", "alice", "--member", "p1")
+        fwj("message", "post", "s1", "--as", "alice", "hi @p1")
+        c = client(home)
+        token = csrf(c, "/status")
+        page = c.post("/status", data={"csrf_token": token, "action": "dispatch_once"})
+    assert page.status_code == 200
+    assert "Turns: 1 run, 1 answered, 0 failed" in page.text and 'http-equiv="refresh"' not in page.text
+    assert [(m["author"], m["text"]) for m in fwj("message", "list", "s1")["messages"]] == [("alice", "hi @p1"), ("p1", "hello alice")]
+    assert CANARY not in page.text
+
+
+def test_the_audit_page_is_read_from_its_newest_end_a_page_at_a_time(home):
+    lines = [json.dumps({"time": f"2026-01-01T{n // 60:02d}:{n % 60:02d}:00Z", "caller": "manager",
+                         "tool": "framework_resource_list" if n % 2 else "x_é_tool", "outcome": "ok"}, ensure_ascii=False) for n in range(120)]
+    lines.insert(60, "{not json")  # a damaged line is shown as one, never a failure
+    (home / "audit.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    c = client(home)
+
+    def shown(path):
+        text = c.get(path).text
+        return [int(h) * 60 + int(m) for h, m in re.findall(r"2026-01-01T(\d\d):(\d\d):00Z", text)], text
+
+    first, text = shown("/audit")
+    assert 'rel="next"' in text and 'rel="prev"' not in text
+    last, text = shown("/audit?page=3")
+    assert 'rel="next"' not in text and 'rel="prev"' in text
+    assert len(first) == 50 and first[0] == 119 and last[-1] == 0
+    assert len(first) + len(shown("/audit?page=2")[0]) + len(last) == 120  # and the damaged line, shown as such
+    only, text = shown("/audit?tool=x_%C3%A9_tool")
+    assert only == list(range(118, 18, -2)) and "tool=x_%C3%A9_tool" in text  # the filter kept in the pager's links
+    from framework_cli.tools.audit import _newest_first
+
+    assert list(_newest_first(Home(home), block=7)) == list(reversed(lines))  # lines cut by any block edge come whole

@@ -17,6 +17,7 @@ import pytest
 from conftest import CANARY, fw_bin, fwj, make_basics, snapshot
 from fakes.chat_server import ChatServer
 from playwright.sync_api import Page, expect, sync_playwright
+from test_sessions import setup
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -388,19 +389,42 @@ def test_a_session_page_lists_messages_posts_as_a_user_and_reloads_while_a_turn_
     expect(page.get_by_label("text", exact=True)).to_have_value("half a thought")  # ...but never while a message is being written
 
 
-def test_runs_page_filters_shows_a_runs_tools_and_calls_and_ends_it(page, web, home):
+def test_runs_page_starts_a_run_calls_its_tools_by_hand_filters_and_ends_it(page, web, home):
     runtime_basics()
     fwj("agent", "edit", "a1", "--builtin-tool", "resource_management")
-    run = fwj("run", "start", "--agent", "a1")["run_id"]
-    fwj("tool", "call", "--run", run, "framework_resource_list", "--args", '{"kind": "agent"}')
+    fwj("binding", "set", "p1", "--agent", "a1")
     other = fwj("run", "start", "--agent", "a1")["run_id"]
     fwj("run", "end", other)
+    page.goto(web.base + "/runs")
+    page.get_by_role("link", name="Start a run").click()
+    form = page.get_by_role("form", name="Start a run")
+    with page.expect_navigation():
+        form.get_by_role("button", name="Start").click()  # neither a principal nor an agent
+    expect(page.get_by_role("form", name="Start a run").locator("#err-principal")).to_contain_text("one of the two")
+    assert [r["status"] for r in fwj("run", "list")["runs"]] == ["ended"]  # nothing started
+    page.get_by_label("principal", exact=True).select_option("p1")
+    page.get_by_label("lease", exact=True).select_option(label="10 minutes")
+    with page.expect_navigation():
+        page.get_by_role("button", name="Start").click()
+    expect(page.get_by_role("status")).to_contain_text("The run was started")
+    run = page.url.split("/runs/")[1].split("?")[0]
+    assert fwj("run", "show", run)["identity"] == "p1"
+    call = page.get_by_role("form", name="Call a tool")
+    call.get_by_label("tool", exact=True).select_option("framework_resource_list")
+    call.get_by_label("arguments (JSON)").fill('{"kind": ')
+    with page.expect_navigation():
+        call.get_by_role("button", name="Call").click()
+    expect(page.locator("#err-args")).to_contain_text("not JSON")
+    page.get_by_label("arguments (JSON)").fill('{"kind": "agent"}')
+    with page.expect_navigation():
+        page.get_by_role("button", name="Call").click()
+    expect(page.get_by_role("region", name="the result")).to_contain_text('"a1"')
+    expect(page.get_by_role("cell", name="framework_resource_list")).to_be_visible()  # audited, shown among the run's calls
     page.goto(web.base + "/runs?status=active")
     expect(page.get_by_role("link", name=run)).to_be_visible()
     expect(page.get_by_role("link", name=other)).to_have_count(0)
     page.get_by_role("link", name=run).click()
-    expect(page.get_by_text("framework_resource_list").first).to_be_visible()
-    assert 'http-equiv="refresh"' in page.content()  # active: it reloads itself
+    assert 'name="fw-reload"' in page.content()  # active: it reloads itself
     with page.expect_navigation():
         page.get_by_role("button", name="End the run").click()
     expect(page.get_by_role("status")).to_contain_text("ended")
@@ -414,14 +438,21 @@ def test_runs_page_filters_shows_a_runs_tools_and_calls_and_ends_it(page, web, h
         assert CANARY not in page.content(), path
 
 
-def test_tasks_and_status_pages_show_the_queue(page, web, home):
-    runtime_basics()
-    fwj("binding", "set", "p1", "--agent", "a1")
-    fwj("task", "create", "p1", "--instructions", "count the agents")
+def test_tasks_and_status_pages_show_the_queue_and_run_it_once(page, web, home):
+    with ChatServer([{"content": "There is one agent."}], repeat_last=True) as model:
+        setup(model.base_url, "p1")  # agent p1, bound to principal p1
+        fwj("task", "create", "p1", "--instructions", "count the agents")
+        page.goto(web.base + "/tasks")
+        expect(page.get_by_role("row", name=re.compile("count the agents"))).to_contain_text("pending")
+        page.goto(web.base + "/status")
+        expect(page.get_by_role("table", name="principals").get_by_role("row", name=re.compile("p1"))).to_contain_text("1")
+        with page.expect_navigation():
+            page.get_by_role("button", name="Run the queue once").click()
+        expect(page.get_by_role("status").filter(has_text="run once")).to_contain_text("Tasks: 1 run, 1 done")
+    assert [t["status"] for t in fwj("task", "list")["tasks"]] == ["done"]
     page.goto(web.base + "/tasks")
-    expect(page.get_by_role("row", name=re.compile("count the agents"))).to_contain_text("pending")
-    page.goto(web.base + "/status")
-    expect(page.get_by_role("table", name="principals").get_by_role("row", name=re.compile("p1"))).to_contain_text("1")
+    expect(page.get_by_role("row", name=re.compile("count the agents"))).to_contain_text("done")
+    assert CANARY not in page.content()
 
 
 def test_an_unknown_page_is_the_sites_own_404_and_the_favicon_is_served(page, web):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterable, Iterator
 from datetime import datetime, timezone
 from typing import Any
 
@@ -103,7 +104,26 @@ def audit_list(home: Home, limit: int = 50, *, run: str | None = None, tool: str
         from datetime import datetime, timedelta, timezone
 
         cutoff = datetime.now(timezone.utc) - timedelta(seconds=since)
-    entries = []
+    return {"entries": list(_entries(lines, run, tool, cutoff))[-limit:]}
+
+
+def audit_page(home: Home, number: int, size: int, *, run: str | None = None, tool: str | None = None) -> dict[str, Any]:
+    """Page `number` (from 1) of the entries, newest first, `size` a page, filtered as
+    `audit_list` filters: `{"entries", "older"}` (whether a further page exists). Read from
+    the newest end and only as far as the page: the first pages of a long log cost what they
+    show, not the whole log."""
+    wanted = number * size + 1  # one more than the page: whether there is an older one
+    entries: list[dict[str, Any]] = []
+    for entry in _entries(_newest_first(home), run, tool, None):
+        entries.append(entry)
+        if len(entries) == wanted:
+            break
+    return {"entries": entries[(number - 1) * size: number * size], "older": len(entries) == wanted}
+
+
+def _entries(lines: Iterable[str], run: str | None, tool: str | None, cutoff: Any) -> Iterator[dict[str, Any]]:
+    """The entries of `lines` the filters select; a line that is not an entry is
+    `{"corrupt_line": true}` (selected only when nothing is filtered)."""
     for line in lines:
         try:
             entry = json.loads(line)
@@ -112,8 +132,33 @@ def audit_list(home: Home, limit: int = 50, *, run: str | None = None, tool: str
         if not isinstance(entry, dict):
             entry = {"corrupt_line": True}
         if _selected(entry, run, tool, cutoff):
-            entries.append(entry)
-    return {"entries": entries[-limit:]}
+            yield entry
+
+
+def _newest_first(home: Home, block: int = 65536) -> Iterator[str]:
+    """The audit log's lines, newest first, read from its end a block at a time."""
+    if state_url(home.root) is not None:
+        with StateStore.open(home) as store:
+            for row in store.rows("SELECT line FROM audit ORDER BY seq DESC"):
+                yield row["line"]
+        return
+    try:
+        handle = open(home.path(AUDIT_FILE), "rb")
+    except FileNotFoundError:
+        return
+    with handle:
+        end = handle.seek(0, os.SEEK_END)
+        rest = b""  # the start of a line whose beginning is in an earlier block
+        while end > 0:
+            start = max(0, end - block)
+            handle.seek(start)
+            chunk = handle.read(end - start) + rest
+            end = start
+            lines = chunk.split(b"\n")
+            rest = lines.pop(0) if start > 0 else b""
+            for raw in reversed(lines):
+                if raw.strip():
+                    yield raw.decode("utf-8", "replace")
 
 
 def _lines(home: Home) -> list[str]:

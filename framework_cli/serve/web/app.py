@@ -83,10 +83,11 @@ def create_app(home: Home, *, signin: SignIn | None = None, allowed_hosts: list[
         pages.route("/sessions/{name}", runtime.session, post=True),
         pages.route("/runs", runtime.runs),
         Route("/runs/new", runtime.run_agent, methods=["POST"]),
+        pages.route("/runs/start", runtime.run_start, post=True),
         pages.route("/runs/{run_id}", runtime.run, post=True),
         pages.route("/audit", runtime.audit),
         pages.route("/tasks", runtime.tasks),
-        pages.route("/status", runtime.status),
+        pages.route("/status", runtime.status, post=True),
         Mount("/static", app=StaticFiles(directory=HERE / "static"), name="static"),
     ]
     middleware = [

@@ -1,14 +1,17 @@
-"""The runtime's pages: principals and bindings, bots, sessions and their messages, runs, the
-audit log, tasks and the queue (`fw status`).
+"""The runtime's pages: principals and bindings, bots, sessions and their messages, runs (run
+an agent, start a run and call its tools by hand, end it), the audit log, tasks and the queue
+(`fw status`, and `fw dispatch --once`).
 
 Each reads and writes through the functions the CLI and the tools use (`principal_create`,
-`agent_bind`, `set_binding_enabled`, `bot_add`, `message_post`, `run_end`, `audit_list`, ...):
-the page decides nothing itself. Long lists are paged (`?page=N`, PAGE rows a page); a run's and
-a session's page reload themselves every few seconds while something in them is live.
+`agent_bind`, `set_binding_enabled`, `bot_add`, `message_post`, `start_run`, `call_tool`,
+`run_end`, `dispatch`, `audit_page`, ...): the page decides nothing itself. Long lists are paged
+(`?page=N`, PAGE rows a page); a run's and a session's page reload themselves every few seconds
+while something in them is live.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from starlette.concurrency import run_in_threadpool
@@ -18,34 +21,43 @@ from starlette.responses import RedirectResponse, Response
 from ...domain.identities import agent_bind, binding_list, operator, principal_create, principal_list
 from ...domain.resources import names
 from ...domain.runs import RUN_STATUSES, run_end, run_list, run_show
+from ...domain.tool_types import Caller
 from ...engine.agent_run import arun_agent
 from ...engine.aio import Threads
+from ...engine.dispatch import dispatch
 from ...errors import FwError
 from ...platform.bots import bot_add, bot_list, bot_set, bot_show
 from ...runtime.sessions import message_list, message_post, session_create, session_list, set_binding_enabled
 from ...runtime.status import work_status
 from ...runtime.tasks import task_list
 from ...runtime.turns import turn_list
-from ...tools.audit import audit_list
+from ...tools.audit import audit_list, audit_page
+from ...tools.service import call_tool, start_run
 from ..gateway import run_gateway
 from . import forms
 from .forms import Form, checked_form
 
 PAGE = 50  # rows of a long list a page
+LEASES = {"": "1 hour (the default)", "600": "10 minutes", "43200": "12 hours", "86400": "1 day", "604800": "1 week"}
 DOOR = "fw web"
 
 
 def paged(rows: list[Any], request: Request, newest_first: bool = True) -> tuple[list[Any], dict[str, Any]]:
     """One page of `rows` (newest first by default) and what the page's links need."""
     rows = list(reversed(rows)) if newest_first else rows
-    try:
-        number = max(1, int(request.query_params.get("page", "1")))
-    except ValueError:
-        number = 1
+    number = page_number(request)
     pages = max(1, (len(rows) + PAGE - 1) // PAGE)
     number = min(number, pages)
     keep = {k: v for k, v in request.query_params.items() if k != "page" and v}
     return rows[(number - 1) * PAGE: number * PAGE], {"number": number, "pages": pages, "total": len(rows), "keep": keep}
+
+
+def page_number(request: Request) -> int:
+    """The page a list is asked for (`?page=N`, from 1)."""
+    try:
+        return min(max(1, int(request.query_params.get("page", "1"))), 1_000_000)
+    except ValueError:
+        return 1
 
 
 def done_run(error: FwError) -> bool:
@@ -192,6 +204,29 @@ class RuntimePages:
                            principals=principals, values=values or {"agent": "", "principal": "", "message": ""}, errors=errors,
                            alerts=alerts)
 
+    def run_start(self, request: Request, form: Form | None) -> Response:
+        """`fw run start` from the page: a managed run as a principal, or an explicit run of an
+        agent, that lives by its lease (its page then calls its tools by hand)."""
+        home = self.pages.home()
+        error, values = None, {"agent": "", "principal": "", "lease": ""}
+        if form is not None:
+            values = {k: forms.one(form, k) for k in values}
+            try:
+                if bool(values["agent"]) == bool(values["principal"]):
+                    raise FwError("invalid", "choose a principal (a managed run) or an agent (an explicit run), one of the two",
+                                  "a managed run runs the agent its principal's binding names", field="principal")
+                if values["lease"] not in LEASES:
+                    raise FwError("invalid", "choose one of the leases offered", "", field="lease")
+                doc = start_run(home, principal=values["principal"] or None, agent=values["agent"] or None,
+                                lease=int(values["lease"]) if values["lease"] else None)
+                return RedirectResponse(f"/runs/{doc['run_id']}?started=1", status_code=303)
+            except FwError as exc:
+                error = at_field(exc, "lease" if "lease" in exc.message else "agent" if values["agent"] else "principal")
+        errors, alerts, status = self.pages.failed(error)
+        principals = [p["name"] for p in principal_list(home)["principals"] if p.get("kind") == "agent"]
+        return self.render(request, "run_start.html", status, values=values, leases=LEASES, agents=sorted(names(home, "agent")),
+                           principals=principals, errors=errors, alerts=alerts)
+
     async def run_agent(self, request: Request) -> Response:
         """`fw agent run` from the page: the run is started, its model loop runs on this
         server's event loop (waiting holds no thread), the run ends, and its page shows the
@@ -218,25 +253,62 @@ class RuntimePages:
         return await run_in_threadpool(self.run, request, None, done["run_id"], done)
 
     def run(self, request: Request, form: Form | None, run_id: str, done: dict[str, Any] | None = None) -> Response:
+        """One run: its snapshot, its tool calls, and two forms while it is active: end it, or
+        call one of its tools by hand (as `fw tool call --run RUN`: authorised against its
+        snapshot, validated and audited as the run)."""
         home = self.pages.home()
+        error, values, result = None, {"tool": "", "args": "{}"}, None
         if form is not None:
-            run_end(home, run_id)
-            return RedirectResponse(f"/runs/{run_id}?ended=1", status_code=303)
+            action = forms.one(form, "action")
+            if action == "end":
+                run_end(home, run_id)
+                return RedirectResponse(f"/runs/{run_id}?ended=1", status_code=303)
+            if action != "call":
+                raise FwError("invalid", "the form asked for nothing this page does", "use the page's buttons")
+            values = {"tool": forms.one(form, "tool"), "args": (form.get("args") or [""])[0]}
+            try:
+                result = self._call(home, run_id, values["tool"], values["args"])
+            except FwError as exc:  # shown at the page's fields: a tool's own field names are not on the page
+                exc.extra["field"] = "args" if exc.code == "invalid" and values["tool"] else "tool"
+                error = exc
+        errors, alerts, status = self.pages.failed(error)
         record = run_show(home, run_id)
         calls = audit_list(home, 500, run=record["run_id"])["entries"]
-        return self.render(request, "run.html", run=record, calls=calls, live=record["status"] == "active",
-                           ended=request.query_params.get("ended") == "1", done=done)
+        return self.render(request, "run.html", status, run=record, calls=calls, live=record["status"] == "active",
+                           ended=request.query_params.get("ended") == "1", started=request.query_params.get("started") == "1",
+                           done=done, values=values, result=result, errors=errors, alerts=alerts)
+
+    @staticmethod
+    def _call(home: Any, run_id: str, tool: str, args_text: str) -> str:
+        """A tool call of the run, by hand: its result as the page shows it (JSON, indented)."""
+        if not tool:
+            raise FwError("invalid", "choose the tool to call", "", field="tool")
+        try:
+            args = json.loads(args_text or "{}")
+        except ValueError as exc:
+            raise FwError("invalid", f"the arguments are not JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})",
+                          'a JSON object, e.g. {"kind": "agent"}', field="args") from None
+        doc = call_tool(home, Caller("run", run_id=run_id), tool, args)
+        return json.dumps(doc, indent=2, ensure_ascii=False)
 
     # -- the audit log, tasks, the queue ------------------------------------------------------
     def audit(self, request: Request, form: Form | None) -> Response:
         query = {k: request.query_params.get(k, "").strip() for k in ("run", "tool")}
-        entries = audit_list(self.pages.home(), 100_000, run=query["run"] or None, tool=query["tool"] or None)["entries"]
-        shown, page = paged(entries, request)
-        return self.render(request, "audit.html", entries=shown, page=page, filters=query)
+        number = page_number(request)
+        doc = audit_page(self.pages.home(), number, PAGE, run=query["run"] or None, tool=query["tool"] or None)
+        page = {"number": number, "pages": None, "older": doc["older"], "keep": {k: v for k, v in query.items() if v}}
+        return self.render(request, "audit.html", entries=doc["entries"], page=page, filters=query)
 
     def tasks(self, request: Request, form: Form | None) -> Response:
         shown, page = paged(task_list(self.pages.home())["tasks"], request)
         return self.render(request, "tasks.html", tasks=shown, page=page)
 
     def status(self, request: Request, form: Form | None) -> Response:
-        return self.render(request, "status.html", queue=work_status(self.pages.home()))
+        """The queue, as `fw status`; its form runs it once, as `fw dispatch --once`: every
+        pending turn and task is run (each principal's in order), and the page says what came of it."""
+        ran = None
+        if form is not None:
+            if forms.one(form, "action") != "dispatch_once":
+                raise FwError("invalid", "the form asked for nothing this page does", "use the page's buttons")
+            ran = dispatch(self.pages.home(), once=True, gateway=run_gateway)
+        return self.render(request, "status.html", queue=work_status(self.pages.home()), ran=ran)

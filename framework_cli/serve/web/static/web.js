@@ -31,12 +31,14 @@ document.addEventListener("change", (event) => {
   }
 });
 
-// A page that asks for it (a session with a turn in flight) reloads itself every few seconds,
-// except while a message is being written in it: what is typed is never lost to a reload.
+// A page that asks for it (a session with a turn in flight, an active run) reloads itself every
+// few seconds, except while something is being written in it: what is typed is never lost to a
+// reload. A field whose blank is not empty says so (data-blank, e.g. "{}" for a tool's arguments).
 const reload = document.querySelector('meta[name="fw-reload"]');
 if (reload) {
   setInterval(() => {
-    const writing = [...document.querySelectorAll("textarea, input[type=text]")].some((f) => f.value.trim() !== "");
+    const writing = [...document.querySelectorAll("textarea, input[type=text]")].some((f) => f.value.trim() !== (f.dataset.blank ?? ""))
+      || [...document.querySelectorAll("select")].some((s) => [...s.options].some((o) => o.selected !== o.defaultSelected));
     if (!writing && !document.querySelector("textarea:focus, input:focus, select:focus")) location.reload();
   }, 1000 * Number(reload.content || 3));
 }
