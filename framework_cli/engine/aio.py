@@ -14,6 +14,11 @@ call such as `exec`, an external runner, a platform action over plain HTTP) most
 seconds or minutes: it goes to `threads.blocking`, a pool of its own, so that however many of
 those are waiting the short work of every other run goes on.
 
+The short pool takes the oldest run's work first (`first_come(n)`, set by the engine as each
+piece of work starts): with hundreds of runs starting at once, the first runs go on to ask
+their models while later ones wait to start, rather than every run taking each step in turn
+(all starts, then all model requests), which would hold every answer back behind the last start.
+
 `run_front(work)` runs one coroutine on a new loop for a command that drives one run (`fw agent
 run`, `fw event handle`); the serving commands keep a loop of their own for as long as they serve.
 """
@@ -22,8 +27,12 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import itertools
+import queue
+import threading
 from collections.abc import Awaitable, Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextvars import ContextVar
 from typing import Any, TypeVar
 
 from ..http_client import close_async_clients
@@ -31,9 +40,84 @@ from ..state.store import keep_stores_open
 
 T = TypeVar("T")
 FRONT_THREADS = 8  # for one run's short blocking work
-ENGINE_THREADS = 6  # for a serving engine's short blocking work: its runs' starts and ends, store work
+ENGINE_THREADS = 4  # for a serving engine's short blocking work: its runs' starts and ends, store work
 BLOCKING_THREADS = 256  # for long blocking work (threads are made as they are needed, up to this)
 INTERRUPTED = "fw was interrupted while the call was running"  # what a cancelled call tells its server
+
+
+_ORDER: ContextVar[int] = ContextVar("fw_work_order", default=0)  # work of a lower number is taken first
+
+
+def first_come(order: int) -> None:
+    """The current task's short work is taken before that of tasks with a higher `order`
+    (the engine numbers its runs as they start; its own work, 0, goes first)."""
+    _ORDER.set(order)
+
+
+def in_background() -> None:
+    """The current task's short work waits behind every run's (a note of progress that no
+    run waits for); among such work, the oldest run's still goes first."""
+    _ORDER.set(_ORDER.get() + BACKGROUND)
+
+
+BACKGROUND = 1 << 40  # beyond any number of runs an engine starts
+
+
+class _FirstComePool:
+    """A fixed number of threads taking work by (order, arrival): `submit` gives a future as
+    concurrent.futures does (cancelled before it starts, the work never runs)."""
+
+    def __init__(self, size: int, name: str) -> None:
+        self._queue: queue.PriorityQueue[tuple[float, int, Any, Any]] = queue.PriorityQueue()
+        self._arrivals = itertools.count()
+        self._size, self._name = size, name
+        self._threads: list[threading.Thread] = []
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def submit(self, order: int, fn: Callable[[], T]) -> Future[T]:
+        future: Future[T] = Future()
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("the engine's threads are closed")
+            if len(self._threads) < self._size:  # made as work comes, up to the size
+                thread = threading.Thread(target=self._work, name=f"{self._name}_{len(self._threads)}", daemon=True)
+                self._threads.append(thread)
+                thread.start()
+            self._queue.put((order, next(self._arrivals), fn, future))
+        return future
+
+    def _work(self) -> None:
+        keep_stores_open()
+        while True:
+            _, _, fn, future = self._queue.get()
+            if fn is None:
+                return
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                result = fn()
+            except BaseException as exc:
+                future.set_exception(exc)
+            else:
+                future.set_result(result)
+
+    def close(self, wait: bool) -> None:
+        with self._lock:
+            self._closed = True
+            threads = list(self._threads)
+        while True:  # work not started is cancelled
+            try:
+                _, _, fn, future = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if future is not None:
+                future.cancel()
+        for _ in threads:
+            self._queue.put((float("-inf"), next(self._arrivals), None, None))
+        if wait:
+            for thread in threads:
+                thread.join()
 
 
 class Threads:
@@ -41,19 +125,18 @@ class Threads:
     `await threads.blocking(fn, *args)` work that may wait long (see the module's text)."""
 
     def __init__(self, size: int = ENGINE_THREADS, name: str = "fw-engine", blocking_size: int = BLOCKING_THREADS) -> None:
-        self.pool = ThreadPoolExecutor(size, thread_name_prefix=name, initializer=keep_stores_open)
+        self.pool = _FirstComePool(size, name)
         self.long_pool = ThreadPoolExecutor(blocking_size, thread_name_prefix=f"{name}-blocking", initializer=keep_stores_open)
 
     async def __call__(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self.pool, functools.partial(fn, *args, **kwargs))
+        return await asyncio.wrap_future(self.pool.submit(_ORDER.get(), functools.partial(fn, *args, **kwargs)))
 
     async def blocking(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self.long_pool, functools.partial(fn, *args, **kwargs))
 
     def close(self, wait: bool = False) -> None:
-        self.pool.shutdown(wait=wait, cancel_futures=True)
+        self.pool.close(wait)
         self.long_pool.shutdown(wait=wait, cancel_futures=True)
 
 

@@ -18,6 +18,7 @@ acts again, and puts their work back or cancels it.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 import secrets as pysecrets
 import socket
@@ -33,7 +34,7 @@ from ..http_client import warm
 from ..liveness import HOST, gone_here, me
 from ..runtime import lanes, tasks, work
 from ..state.store import StateStore, now_iso
-from .aio import Threads
+from .aio import Threads, first_come, in_background
 
 POLL_SECONDS = 0.25  # how often the store is looked in for work other processes added
 HEARTBEAT_SECONDS = 5.0  # how often the owner row and the lanes' leases are renewed, and dead owners looked for
@@ -99,6 +100,7 @@ class Engine:
         self._wake: asyncio.Event | None = None
         self._stopping = False
         self._background: set[asyncio.Future[Any]] = set()
+        self._order = itertools.count(1)
 
     def home(self) -> Home:
         return Home(self.root)
@@ -168,6 +170,7 @@ class Engine:
         return started
 
     async def _work(self, source: WorkSource, item: Item) -> None:
+        first_come(next(self._order))  # this run's short work waits behind that of the runs started before it
         self.emit({"type": "started", "kind": item.kind, "id": item.id, **_where(item)})
         try:
             try:
@@ -195,7 +198,11 @@ class Engine:
     def soon(self, fn: Callable[..., Any], *args: Any) -> None:
         """Run blocking `fn(*args)` on the engine's threads without waiting for it (a note of
         progress: a run's id kept with its work)."""
-        task = asyncio.ensure_future(self.threads(fn, *args))
+        async def note() -> None:
+            in_background()  # no run waits for it: after the work runs do wait for
+            await self.threads(fn, *args)
+
+        task = asyncio.ensure_future(note())
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
