@@ -1,7 +1,12 @@
 """Shell completion names what the home holds, per kind, and the shell asked for."""
 
+import os
+import shlex
+import shutil
+import subprocess
+
 import pytest
-from conftest import fw, fwj, make_basics
+from conftest import fw, fw_bin, fwj, make_basics
 
 
 def complete(*words: str) -> list[str]:
@@ -54,3 +59,38 @@ def test_remove_builtin_tool_offers_only_mounted_groups(full):
 def test_show_completion_prints_the_script_of_the_shell_named(shell, mark, home):
     out = fw("--show-completion", shell).stdout
     assert mark in out, out[:300]
+
+
+# What each shell does with the script `fw --show-completion SHELL` prints, in the real shell: the
+# script asks fw for the line typed so far (the zsh stub of `_arguments` prints what zsh would offer).
+SHELLS = {
+    "bash": 'source {script}; COMP_WORDS=({words}); COMP_CWORD={at}; _fw_completion fw; printf "%s\\n" "${{COMPREPLY[@]}}"',
+    "zsh": 'compdef() {{ : }}; _arguments() {{ print -rl -- "$@" }}; source {script}; words=({words}); CURRENT={current}; _fw_completion',
+    "fish": "source {script}; complete -C {line}",
+}
+
+
+def shell_completes(shell: str, words: list[str], tmp_path) -> list[str]:
+    """What `shell` offers for the last of `words` (typed after `fw`), with no FW_HOME set."""
+    if shutil.which(shell) is None:
+        pytest.skip(f"{shell} is not installed (.ci/run installs it)")
+    script = tmp_path / f"fw.{shell}"
+    script.write_text(fw("--show-completion", shell).stdout)
+    line = ["fw", *words]
+    code = SHELLS[shell].format(script=shlex.quote(str(script)), words=" ".join(shlex.quote(w) for w in line), at=len(line) - 1,
+                                current=len(line), line=shlex.quote(" ".join(line)))
+    env = {k: v for k, v in os.environ.items() if k != "FW_HOME"}
+    env["PATH"] = os.path.dirname(fw_bin()) + os.pathsep + env["PATH"]
+    out = subprocess.run([shell, "-f" if shell == "zsh" else "-c", *(["-c"] if shell == "zsh" else []), code],
+                         capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60).stdout
+    if shell == "zsh":  # *: :(("a" "b")) or *: :(("--opt":"its help"))
+        return [item.split('":"')[0].strip('"') for item in out.split(":((", 1)[-1].rstrip(")\n").split('" "')] if ":((" in out else []
+    return [item.split("\t")[0] for item in out.splitlines() if item]
+
+
+@pytest.mark.parametrize("shell", ["bash", "zsh", "fish"])
+def test_each_shell_completes_names_of_the_home_a_late_home_names(shell, full, home, tmp_path):
+    assert shell_completes(shell, ["--home", str(home), "session", "show", ""], tmp_path) == ["s1"]
+    assert shell_completes(shell, ["agent", "edit", "--home", str(home), ""], tmp_path) == ["a1"]  # --home after the command
+    assert shell_completes(shell, ["bot", "show", "--json", f"--home={home}", "d"], tmp_path) == ["desk"]
+    assert shell_completes(shell, ["agent", "edit", "a1", "--home", str(home), "--add-b"], tmp_path) == ["--add-builtin-tool"]

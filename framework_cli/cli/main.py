@@ -466,5 +466,35 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(name)
 
 
+def hoisted_completion(environ: Any) -> None:
+    """A shell asking for completions (`_FW_COMPLETE`) is answered for the line as the command
+    would run it: `--home` (and `--json`) moved before the command, so that a late `--home`
+    names the home whose names are offered. The word being completed stays where it is, and
+    so does the line while `--home`'s own value is being completed."""
+    shell = environ.get("_FW_COMPLETE", "")
+    try:
+        if shell == "complete_bash" and "COMP_WORDS" in environ:
+            words, at = shlex.split(environ["COMP_WORDS"]), int(environ.get("COMP_CWORD", "0"))
+            done, rest = words[1:at], words[at:]
+        elif shell in ("complete_zsh", "complete_fish") and environ.get("_TYPER_COMPLETE_ARGS"):
+            line = environ["_TYPER_COMPLETE_ARGS"]
+            words = shlex.split(line)
+            done, rest = (words[1:], []) if line.endswith(" ") else (words[1:-1], words[-1:])
+        else:
+            return
+    except ValueError:  # an open quote: the line is left as the shell gave it
+        return
+    if not words or not done or done[-1] == "--home":
+        return
+    moved = hoisted(done)
+    if shell == "complete_bash":
+        environ["COMP_WORDS"] = " ".join([words[0], *moved, *rest])
+        environ["COMP_CWORD"] = str(1 + len(moved))
+    else:
+        environ["_TYPER_COMPLETE_ARGS"] = shlex.join([words[0], *moved, *rest]) + (" " if not rest else "")
+
+
 def main() -> None:
+    if "_FW_COMPLETE" in os.environ:
+        hoisted_completion(os.environ)
     build_app(requested_group(sys.argv[1:]))()
