@@ -77,6 +77,8 @@ def shell_completes(shell: str, words: list[str], tmp_path) -> list[str]:
     script = tmp_path / f"fw.{shell}"
     script.write_text(fw("--show-completion", shell).stdout)
     line = ["fw", *words]
+    if shell == "bash":  # bash breaks words at `=` (COMP_WORDBREAKS)
+        line = [part for word in line for part in (_broken_at_equals(word) if word.startswith("-") else [word])]
     code = SHELLS[shell].format(script=shlex.quote(str(script)), words=" ".join(shlex.quote(w) for w in line), at=len(line) - 1,
                                 current=len(line), line=shlex.quote(" ".join(line)))
     env = {k: v for k, v in os.environ.items() if k != "FW_HOME"}
@@ -88,9 +90,19 @@ def shell_completes(shell: str, words: list[str], tmp_path) -> list[str]:
     return [item.split("\t")[0] for item in out.splitlines() if item]
 
 
+def _broken_at_equals(word: str) -> list[str]:
+    """`--opt=VALUE` as bash's COMP_WORDS holds it: `--opt`, `=`, `VALUE` (no word after an `=` at the end)."""
+    option, equals, value = word.partition("=")
+    return [option, equals, value] if value else [option, equals] if equals else [option]
+
+
 @pytest.mark.parametrize("shell", ["bash", "zsh", "fish"])
 def test_each_shell_completes_names_of_the_home_a_late_home_names(shell, full, home, tmp_path):
     assert shell_completes(shell, ["--home", str(home), "session", "show", ""], tmp_path) == ["s1"]
     assert shell_completes(shell, ["agent", "edit", "--home", str(home), ""], tmp_path) == ["a1"]  # --home after the command
     assert shell_completes(shell, ["bot", "show", "--json", f"--home={home}", "d"], tmp_path) == ["desk"]
     assert shell_completes(shell, ["agent", "edit", "a1", "--home", str(home), "--add-b"], tmp_path) == ["--add-builtin-tool"]
+    # an option's value given with `=`: bash completes the value after its `=`, zsh and fish the whole word
+    whole = shell != "bash"
+    assert shell_completes(shell, ["agent", "edit", "a1", f"--home={home}", "--model=m"], tmp_path) == ["--model=m1" if whole else "m1"]
+    assert shell_completes(shell, ["agent", "edit", "a1", f"--home={home}", "--model="], tmp_path) == ["--model=m1" if whole else "m1"]

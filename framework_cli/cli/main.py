@@ -91,6 +91,10 @@ class FwGroup(TyperGroup):
     usage errors included, is rendered here: JSON on stdout in JSON mode, a message and a
     hint on stderr otherwise, and never a traceback."""
 
+    def _main_shell_completion(self, ctx_args: Any, prog_name: str, complete_var: str | None = None) -> None:
+        _completion_of_option_values()  # the shell's class is picked now: typer registers its own as it builds commands
+        super()._main_shell_completion(ctx_args, prog_name, complete_var)
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         tidy_params(self)
@@ -484,6 +488,12 @@ def hoisted_completion(environ: Any) -> None:
             return
     except ValueError:  # an open quote: the line is left as the shell gave it
         return
+    if shell == "complete_bash":  # bash breaks `--opt=VALUE` into `--opt`, `=`, `VALUE`
+        if len(done) >= 2 and done[-1] == "=" and done[-2].startswith("-"):
+            done = done[:-1]  # the word completed is the option's value
+        elif done and rest[:1] == ["="] and done[-1].startswith("-"):
+            rest = [""]  # `--opt=` and nothing after it yet
+        done = _joined_at_equals(done)
     if not words or not done or done[-1] == "--home":
         return
     moved = hoisted(done)
@@ -494,7 +504,41 @@ def hoisted_completion(environ: Any) -> None:
         environ["_TYPER_COMPLETE_ARGS"] = shlex.join([words[0], *moved, *rest]) + (" " if not rest else "")
 
 
+def _completion_of_option_values() -> None:
+    """zsh and fish complete `--opt=PART` with `--opt=VALUE`: click offers the bare VALUE,
+    which those shells match against the whole word typed, so they offered nothing (fish then
+    offered file names)."""
+    from typer._click.shell_completion import add_completion_class
+    from typer._completion_classes import FishComplete, ZshComplete
+
+    def whole_words(base: Any) -> Any:
+        class WholeWords(base):  # type: ignore[misc, valid-type]
+            def get_completions(self, args: list[str], incomplete: str) -> Any:
+                items = super().get_completions(args, incomplete)
+                if incomplete.startswith("-") and "=" in incomplete:
+                    option = incomplete.partition("=")[0]
+                    for item in items:
+                        item.value = f"{option}={item.value}"
+                return items
+
+        return WholeWords
+
+    add_completion_class(whole_words(ZshComplete), "zsh")
+    add_completion_class(whole_words(FishComplete), "fish")
+
+
+def _joined_at_equals(words: list[str]) -> list[str]:
+    """`--opt`, `=`, `VALUE` (as bash breaks a word) put back as `--opt=VALUE`."""
+    joined: list[str] = []
+    for word in words:
+        if len(joined) >= 2 and joined[-1] == "=" and joined[-2].startswith("-"):
+            joined[-2:] = [f"{joined[-2]}={word}"]
+        else:
+            joined.append(word)
+    return joined
+
+
 def main() -> None:
-    if "_FW_COMPLETE" in os.environ:
+    if "_FW_COMPLETE" in os.environ:  # a shell asks what to complete
         hoisted_completion(os.environ)
     build_app(requested_group(sys.argv[1:]))()
