@@ -394,3 +394,86 @@ def test_the_audit_page_is_read_from_its_newest_end_a_page_at_a_time(home):
     from framework_cli.tools.audit import _newest_first
 
     assert list(_newest_first(Home(home), block=7)) == list(reversed(lines))  # lines cut by any block edge come whole
+
+
+def bound_p1(*agent_edits: str) -> None:
+    """The basics, with agent principal p1 bound to a1 (edited first by `agent_edits`)."""
+    make_basics()
+    if agent_edits:
+        fwj("agent", "edit", "a1", *agent_edits)
+    fwj("principal", "create", "p1", "--kind", "agent")
+    fwj("binding", "set", "p1", "--agent", "a1")
+
+
+def test_a_principal_is_deleted_from_the_page_only_as_planned_after_its_binding_is_removed(home):
+    bound_p1()
+    fwj("principal", "create", "alice", "--kind", "user")
+    fwj("session", "create", "s1", "--member", "alice", "--member", "p1")
+    c = client(home)
+    token = csrf(c, "/principals")
+    bound = c.get("/principals/p1/delete")
+    assert bound.status_code == 409 and "remove its binding first" in bound.text and 'aria-label="Remove the binding"' in bound.text
+    before = snapshot(home)
+    assert c.post("/principals/p1/delete", data={"csrf_token": token, "confirm": "principal/p1"}).status_code == 409
+    assert snapshot(home) == before  # a bound principal is not deleted, whatever is confirmed
+    assert c.post("/principals", data={"csrf_token": token, "action": "unbind", "principal": "p1"}, follow_redirects=False).status_code == 303
+    assert fwj("binding", "list")["bindings"] == []
+    plan = c.get("/principals/p1/delete")
+    assert plan.status_code == 200 and 'value="session/s1,principal/p1"' in plan.text
+    fwj("session", "create", "s2", "--member", "alice", "--member", "p1")  # the plan grows meanwhile
+    before = snapshot(home)
+    stale = c.post("/principals/p1/delete", data={"csrf_token": token, "confirm": "session/s1,principal/p1"})
+    assert stale.status_code == 409 and "The plan changed" in stale.text and 'value="session/s1,session/s2,principal/p1"' in stale.text
+    assert snapshot(home) == before
+    done = c.post("/principals/p1/delete", data={"csrf_token": token, "confirm": "session/s1,session/s2,principal/p1"})
+    assert done.status_code == 200 and "Deleted 3 items" in done.text
+    assert [p["name"] for p in fwj("principal", "list")["principals"]] == ["alice"]
+
+
+def test_ended_runs_are_dropped_from_the_runs_page_and_active_ones_kept(home):
+    make_basics()
+    ended = fwj("run", "start", "--agent", "a1")["run_id"]
+    fwj("run", "end", ended)
+    active = fwj("run", "start", "--agent", "a1")["run_id"]
+    c = client(home)
+    page = c.post("/runs/prune", data={"csrf_token": csrf(c, "/runs")})
+    assert page.status_code == 200 and "1 ended run dropped" in page.text
+    assert [r["run_id"] for r in fwj("run", "list")["runs"]] == [active]
+
+
+def test_a_local_bot_is_spoken_to_from_its_page_and_its_reply_shows_in_its_log(home):
+    bound_p1("--event", "message.*")
+    fwj("bot", "add", "desk", "--adapter", "local", "--principal", "p1")
+    c = client(home)
+    token = csrf(c, "/bots/desk")
+    say = {"csrf_token": token, "action": "say", "from": "alice", "group": "team", "no_run": ""}
+    refused = c.post("/bots/desk", data={**say, "text": "  "})
+    assert refused.status_code == 400 and 'id="err-text"' in refused.text
+    quiet = c.post("/bots/desk", data={**say, "text": "no mention here"}, follow_redirects=True)
+    assert "no run was started: the message does not mention the bot" in quiet.text
+    started = c.post("/bots/desk", data={**say, "text": "@desk is the build green?", "no_run": "1"}, follow_redirects=False)
+    assert started.status_code == 303 and started.headers["location"].startswith("/runs/run-")
+    run_id = started.headers["location"].split("/runs/")[1]
+    run_page = c.get(f"/runs/{run_id}").text
+    assert "event_reply" in run_page and "gateway_token" not in run_page
+    replied = c.post(f"/runs/{run_id}", data={"csrf_token": token, "action": "call", "tool": "event_reply", "args": '{"text": "Yes, all green."}'})
+    assert replied.status_code == 200, replied.text
+    log = c.get("/bots/desk").text
+    assert "Yes, all green." in log and "team" in log
+    assert CANARY not in log + run_page
+
+
+def test_the_managers_tools_page_lists_every_tool_and_calls_one_as_the_manager(home):
+    make_basics()
+    c = client(home)
+    page = c.get("/tools")
+    assert page.status_code == 200 and "resource_list" in page.text and "resource_delete" in page.text
+    token = csrf(c, "/tools")
+    done = c.post("/tools", data={"csrf_token": token, "action": "call", "tool": "resource_list", "args": '{"kind": "agent"}'})
+    assert done.status_code == 200 and 'aria-label="the result"' in done.text and "a1" in done.text
+    assert [(e["caller"], e["tool"], e["outcome"]) for e in fwj("audit", "list")["entries"]][-1] == ("manager", "resource_list", "ok")
+    before = snapshot(home)
+    refused = c.post("/tools", data={"csrf_token": token, "action": "call", "tool": "resource_delete", "args": '{"kind": "agent", "name": "a1"}'})
+    assert refused.status_code in (400, 409) and 'class="field-error"' in refused.text  # a delete without its confirmation is a plan
+    assert fwj("resource", "read", "agent", "a1")["name"] == "a1"
+    assert {k: v for k, v in snapshot(home).items() if "audit" not in k} == {k: v for k, v in before.items() if "audit" not in k}

@@ -321,6 +321,17 @@ def test_principals_page_creates_binds_disables_and_enables_noting_who(page, web
         page.get_by_role("button", name="Enable p1").click()
     assert fwj("binding", "list")["bindings"][0]["enabled"] is True
     expect(page.get_by_role("row", name=re.compile("p1"))).to_contain_text("(fw web)")
+    fwj("session", "create", "s1", "--member", "alice", "--member", "p1")
+    with page.expect_navigation():
+        page.get_by_role("button", name="Remove the binding of p1").click()
+    assert fwj("binding", "list")["bindings"] == []
+    page.get_by_role("link", name="Delete p1").click()
+    plan = page.get_by_role("form", name="The plan")
+    expect(plan).to_contain_text("p1 leaves session s1")
+    with page.expect_navigation():
+        plan.get_by_role("button", name="Delete, as planned").click()
+    expect(page.get_by_role("status")).to_contain_text("Deleted 2 items")
+    assert sorted(p["name"] for p in fwj("principal", "list")["principals"]) == ["alice", "helper"]
 
 
 def test_bots_page_adds_a_bot_its_token_only_in_secrets_and_a_refusal_writes_nothing(page, web, home):
@@ -357,6 +368,46 @@ def test_bots_page_adds_a_bot_its_token_only_in_secrets_and_a_refusal_writes_not
     assert "web-secret-3b7d9e1c5a" not in page.content() and "web-token-8c1f5a2e9d" not in page.content()
     stored = json.loads((home / "secrets/bot/qq.json").read_text())
     assert stored == {"access_token": "web-token-8c1f5a2e9d", "secret": "web-secret-3b7d9e1c5a"}  # the empty token field kept the token
+
+
+def test_a_local_bot_page_says_a_message_and_its_reply_made_by_hand_shows_in_its_log(page, web, home):
+    """The bot tour from the page: a mention starts a run (start the run only), its page calls
+    event_reply by hand, and the bot's page shows the reply sent to the group."""
+    runtime_basics()
+    fwj("agent", "edit", "a1", "--event", "message.*")
+    fwj("binding", "set", "p1", "--agent", "a1")
+    fwj("bot", "add", "lobby", "--adapter", "local", "--principal", "p1")
+    page.goto(web.base + "/bots/lobby")
+    form = page.get_by_role("form", name="Say something to the bot")
+    form.get_by_label("from", exact=True).fill("alice")
+    form.get_by_label("group", exact=True).fill("team")
+    form.get_by_label("text", exact=True).fill("@lobby is the build green?")
+    form.get_by_label(re.compile("start the run only")).check()
+    with page.expect_navigation():
+        form.get_by_role("button", name="Say it").click()
+    assert "/runs/run-" in page.url
+    call = page.get_by_role("form", name="Call a tool")
+    call.get_by_label("tool", exact=True).select_option("event_reply")
+    call.get_by_label("arguments (JSON)").fill('{"text": "Yes, all green."}')
+    with page.expect_navigation():
+        call.get_by_role("button", name="Call").click()
+    expect(page.get_by_role("region", name="the result")).to_be_visible()
+    page.goto(web.base + "/bots/lobby")
+    expect(page.get_by_role("region", name="What it did")).to_contain_text("Yes, all green.")
+    assert CANARY not in page.content()
+
+
+def test_the_tools_page_calls_a_tool_as_the_manager(page, web, home):
+    runtime_basics()
+    page.goto(web.base + "/tools")
+    expect(page.get_by_role("table", name="tools")).to_contain_text("resource_list")
+    call = page.get_by_role("form", name="Call a tool")
+    call.get_by_label("tool", exact=True).select_option("resource_list")
+    call.get_by_label("arguments (JSON)").fill('{"kind": "agent"}')
+    with page.expect_navigation():
+        call.get_by_role("button", name="Call").click()
+    expect(page.get_by_role("region", name="the result")).to_contain_text('"a1"')
+    assert fwj("audit", "list")["entries"][-1]["tool"] == "resource_list"
 
 
 def test_a_session_page_lists_messages_posts_as_a_user_and_reloads_while_a_turn_waits(page, web, home):
@@ -429,11 +480,16 @@ def test_runs_page_starts_a_run_calls_its_tools_by_hand_filters_and_ends_it(page
         page.get_by_role("button", name="End the run").click()
     expect(page.get_by_role("status")).to_contain_text("ended")
     assert fwj("run", "show", run)["status"] == "ended"
+    page.goto(web.base + "/runs")
+    with page.expect_navigation():
+        page.get_by_role("button", name="Drop the records of ended runs").click()
+    expect(page.get_by_role("status")).to_contain_text("2 ended runs dropped")
+    assert fwj("run", "list")["runs"] == []
     page.goto(web.base + "/audit?tool=framework_resource_list")
     expect(page.get_by_role("link", name=run)).to_be_visible()
     page.goto(web.base + "/audit?tool=nothing_like_it")
     expect(page.get_by_text("No entries match.")).to_be_visible()
-    for path in ("/runs", f"/runs/{run}", "/audit", "/status", "/tasks", "/principals", "/bots", "/sessions"):
+    for path in ("/runs", "/audit", "/status", "/tasks", "/principals", "/bots", "/sessions", "/tools"):
         page.goto(web.base + path)
         assert CANARY not in page.content(), path
 

@@ -40,15 +40,11 @@ def holdings(home: Home, name: str) -> list[str]:
 def principal_remove(home: Home, name: str, *, recursive: bool = False, confirm: str | None = None) -> dict[str, Any]:
     """`fw principal delete`: refused while the principal is in use; with `recursive`, a
     plan (its holdings, then the principal), carried out only when `confirm` is that plan."""
-    check_name(name, "principal name")
     with home.locked():
-        if not home.exists(f"principals/{name}.yaml"):
-            raise no_principal(home, name, "see them with `fw principal list`")
-        principal_delete_check(home, name)
-        held = holdings(home, name)
+        plan = principal_delete_plan(home, name)
+        held = plan[:-1]
         if not held:
             return _with_runs_ended(home, name, principal_delete(home, name))
-        plan = [*held, f"principal/{name}"]
         if not recursive:
             raise FwError("in_use", f"principal {name!r} is in use: {', '.join(held)}",
                           f"see what a delete would take with `fw principal delete {name} --recursive`", items=held)
@@ -61,6 +57,16 @@ def principal_remove(home: Home, name: str, *, recursive: bool = False, confirm:
         _forget(home, name, held)
         principal_delete(home, name)
         return _with_runs_ended(home, name, {"status": "deleted", "deleted": plan})
+
+
+def principal_delete_plan(home: Home, name: str) -> list[str]:
+    """What deleting `name` takes, in order: its holdings, then `principal/NAME`; `not_found`
+    for no such principal, `in_use` while a binding makes it run an agent."""
+    check_name(name, "principal name")
+    if not home.exists(f"principals/{name}.yaml"):
+        raise no_principal(home, name, "see them with `fw principal list`")
+    principal_delete_check(home, name)
+    return [*holdings(home, name), f"principal/{name}"]
 
 
 def _with_runs_ended(home: Home, name: str, doc: dict[str, Any]) -> dict[str, Any]:

@@ -13,26 +13,29 @@ from __future__ import annotations
 
 import json
 from typing import Any
+from urllib.parse import urlencode
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
-from ...domain.identities import agent_bind, binding_list, operator, principal_create, principal_list
+from ...domain.identities import agent_bind, agent_unbind, binding_list, operator, principal_create, principal_list
 from ...domain.resources import names
-from ...domain.runs import RUN_STATUSES, run_end, run_list, run_show
+from ...domain.runs import RUN_STATUSES, run_end, run_list, run_prune, run_show
 from ...domain.tool_types import Caller
 from ...engine.agent_run import arun_agent
 from ...engine.aio import Threads
 from ...engine.dispatch import dispatch
+from ...engine.handling import local_say
 from ...errors import FwError
-from ...platform.bots import bot_add, bot_list, bot_set, bot_show
+from ...platform.bots import bot_add, bot_list, bot_set, bot_show, local_platform
+from ...runtime.principals import principal_delete_plan, principal_remove
 from ...runtime.sessions import message_list, message_post, session_create, session_list, set_binding_enabled
 from ...runtime.status import work_status
 from ...runtime.tasks import task_list
 from ...runtime.turns import turn_list
 from ...tools.audit import audit_list, audit_page
-from ...tools.service import call_tool, start_run
+from ...tools.service import call_tool, list_tools, start_run
 from ..gateway import run_gateway
 from . import forms
 from .forms import Form, checked_form
@@ -40,6 +43,12 @@ from .forms import Form, checked_form
 PAGE = 50  # rows of a long list a page
 LEASES = {"": "1 hour (the default)", "600": "10 minutes", "43200": "12 hours", "86400": "1 day", "604800": "1 week"}
 DOOR = "fw web"
+WHY_NOT = {  # why a message said to a local bot started no run, in the page's words
+    "event_not_selected": "the agent its principal runs does not take this kind of event (its events field)",
+    "binding_disabled": "the binding of its principal is disabled: enable it on the Principals page",
+    "not_mentioned": "the message does not mention the bot, and its principal's binding takes only messages that do",
+}
+NOTES = ("page", "saved", "posted", "pruned", "ended", "started")  # what a page says once, not kept in its links
 
 
 def paged(rows: list[Any], request: Request, newest_first: bool = True) -> tuple[list[Any], dict[str, Any]]:
@@ -48,8 +57,27 @@ def paged(rows: list[Any], request: Request, newest_first: bool = True) -> tuple
     number = page_number(request)
     pages = max(1, (len(rows) + PAGE - 1) // PAGE)
     number = min(number, pages)
-    keep = {k: v for k, v in request.query_params.items() if k != "page" and v}
+    keep = {k: v for k, v in request.query_params.items() if k not in NOTES and v}
     return rows[(number - 1) * PAGE: number * PAGE], {"number": number, "pages": pages, "total": len(rows), "keep": keep}
+
+
+def called(home: Any, caller: Caller, form: Form) -> tuple[dict[str, str], str | None, FwError | None]:
+    """A tool called by hand from a page's form (`tool`, `args` as JSON text), as `fw tool
+    call` calls it: (what was typed, the result as JSON text or None, the refusal or None).
+    A refusal is shown at the page's fields: a tool's own field names are not on the page."""
+    values = {"tool": forms.one(form, "tool"), "args": (form.get("args") or [""])[0]}
+    try:
+        if not values["tool"]:
+            raise FwError("invalid", "choose the tool to call", "", field="tool")
+        try:
+            args = json.loads(values["args"] or "{}")
+        except ValueError as exc:
+            raise FwError("invalid", f"the arguments are not JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})",
+                          'a JSON object, e.g. {"kind": "agent"}', field="args") from None
+        return values, json.dumps(call_tool(home, caller, values["tool"], args), indent=2, ensure_ascii=False), None
+    except FwError as exc:
+        exc.extra["field"] = "args" if exc.code == "invalid" and values["tool"] else "tool"
+        return values, None, exc
 
 
 def page_number(request: Request) -> int:
@@ -97,6 +125,8 @@ class RuntimePages:
                     agent_bind(home, values["principal"], values["agent"], by=operator(DOOR))
                 elif action in ("enable", "disable"):
                     set_binding_enabled(home, values["principal"], action == "enable", by=operator(DOOR))
+                elif action == "unbind":
+                    agent_unbind(home, values["principal"])
                 else:
                     raise FwError("invalid", "the form asked for nothing this page does", "use the page's buttons")
                 return RedirectResponse("/principals?saved=1", status_code=303)
@@ -111,6 +141,35 @@ class RuntimePages:
         unbound = [r["name"] for r in rows if r.get("kind") == "agent" and r["binding"] is None]
         return self.render(request, "principals.html", status, rows=shown, page=page, agents=agents, unbound=unbound,
                            values=values, errors=errors, alerts=alerts, saved=request.query_params.get("saved") == "1")
+
+    def principal_delete(self, request: Request, form: Form | None, name: str) -> Response:
+        """`fw principal delete NAME --recursive`: the plan (its session memberships, memory and
+        bots, then the principal), carried out only when the form confirms exactly the plan
+        computed now; a plan changed meanwhile is shown again, and nothing is deleted."""
+        home = self.pages.home()
+        error = None
+        if form is not None:
+            try:
+                done = principal_remove(home, name, recursive=True, confirm=forms.one(form, "confirm"))
+                deleted = done["deleted"] if isinstance(done.get("deleted"), list) else [f"principal/{name}"]
+                return self.render(request, "deleted.html", deleted=deleted, ended_runs=done.get("ended_runs") or [], back="/principals")
+            except FwError as exc:
+                if exc.code != "stale_confirmation":
+                    raise
+                error = exc
+        try:
+            plan = principal_delete_plan(home, name)
+        except FwError as exc:
+            if exc.code != "in_use":
+                raise
+            return self.render(request, "principal_delete.html", 409, name=name, plan=None, bound=True,
+                               alerts=[{"field": "", "code": exc.code, "message": f"Principal {name} runs an agent: remove its binding first.",
+                                        "hint": "Removing the binding stops its later runs; its principal stays until you delete it here."}])
+        _, alerts, status = self.pages.failed(error)
+        if error is not None:
+            alerts = [{**alerts[0], "message": "The plan changed since it was shown; nothing was deleted. Here is the plan now.", "hint": ""}]
+        return self.render(request, "principal_delete.html", status, name=name, plan=plan, confirm=",".join(plan), bound=False,
+                           alerts=alerts)
 
     # -- bots -----------------------------------------------------------------------------
     def bots(self, request: Request, form: Form | None) -> Response:
@@ -132,11 +191,20 @@ class RuntimePages:
 
     def bot(self, request: Request, form: Form | None, name: str) -> Response:
         """One bot: its url, and its access token and signing secret, which are write-only (an
-        empty field keeps what is stored)."""
+        empty field keeps what is stored); a local bot: a message said to it as a user, and the
+        log of what it did on its platform (`fw bot local say` and `log`)."""
         home = self.pages.home()
         shown = bot_show(home, name)
         error, values = None, {"url": shown.get("url") or ""}
-        if form is not None:
+        said = {"from": "", "group": "", "text": "", "no_run": ""}
+        if form is not None and forms.one(form, "action") == "say":
+            said = {k: forms.one(form, k) for k in said}
+            said["text"] = (form.get("text") or [""])[0]
+            try:
+                return self._say(home, name, said)
+            except FwError as exc:
+                error = at_field(exc, "from" if "user" in exc.message else "group" if "group" in exc.message else "text")
+        elif form is not None:
             forms.require_shown(form, ("url", "access_token", "secret"))
             values = {"url": forms.one(form, "url")}
             url = values["url"] if values["url"] != (shown.get("url") or "") else None
@@ -146,8 +214,23 @@ class RuntimePages:
             except FwError as exc:
                 error = at_field(exc, "secret" if "secret" in exc.message else "access_token" if "token" in exc.message else "url")
         errors, alerts, status = self.pages.failed(error)
-        return self.render(request, "bot.html", status, bot=shown, values=values, errors=errors, alerts=alerts,
-                           saved=request.query_params.get("saved") == "1")
+        log = local_platform(home, name).log()["actions"][-PAGE:] if shown["adapter"] == "local" else None
+        return self.render(request, "bot.html", status, bot=shown, values=values, said=said, log=log, errors=errors, alerts=alerts,
+                           saved=request.query_params.get("saved") == "1", note=WHY_NOT.get(request.query_params.get("unhandled", "")))
+
+    def _say(self, home: Any, name: str, said: dict[str, str]) -> Response:
+        """The message said, and handled as its event: to the run's page when one was started
+        (with "start the run only", its tools are then called by hand there), else back to the
+        bot's page, which says why no run was started."""
+        if not said["from"]:
+            raise FwError("invalid", "say who says it: a user's name", "e.g. alice (created on first use)", field="from")
+        if not said["text"].strip():
+            raise FwError("invalid", "the message is empty", "write what the user says", field="text")
+        doc = local_say(home, name, said["from"], said["text"], said["group"] or None, run=not said["no_run"], gateway=run_gateway)
+        run_id = (doc.get("run") or {}).get("run_id") or doc.get("run_id")
+        if run_id:
+            return RedirectResponse(f"/runs/{run_id}", status_code=303)
+        return RedirectResponse(f"/bots/{name}?{urlencode({'unhandled': doc.get('reason') or ''})}", status_code=303)
 
     # -- sessions ---------------------------------------------------------------------------
     def sessions(self, request: Request, form: Form | None) -> Response:
@@ -200,7 +283,9 @@ class RuntimePages:
         shown, page = paged(rows, request)
         agents = sorted(names(home, "agent"))
         principals = [p["name"] for p in principal_list(home)["principals"] if p.get("kind") == "agent"]
+        pruned = request.query_params.get("pruned")
         return self.render(request, "runs.html", code, runs=shown, page=page, filters=query, statuses=RUN_STATUSES, agents=agents,
+                           pruned=int(pruned) if (pruned or "").isdigit() else None,
                            principals=principals, values=values or {"agent": "", "principal": "", "message": ""}, errors=errors,
                            alerts=alerts)
 
@@ -226,6 +311,14 @@ class RuntimePages:
         principals = [p["name"] for p in principal_list(home)["principals"] if p.get("kind") == "agent"]
         return self.render(request, "run_start.html", status, values=values, leases=LEASES, agents=sorted(names(home, "agent")),
                            principals=principals, errors=errors, alerts=alerts)
+
+    def run_prune(self, request: Request, form: Form | None) -> Response:
+        """`fw run prune --ended`: the records of runs ended by hand or by their runner are
+        dropped (active runs, runs whose lease ran out and damaged records are kept)."""
+        if form is None:
+            return RedirectResponse("/runs", status_code=303)
+        done = run_prune(self.pages.home(), ended_only=True)
+        return RedirectResponse(f"/runs?pruned={len(done['pruned'])}", status_code=303)
 
     async def run_agent(self, request: Request) -> Response:
         """`fw agent run` from the page: the run is started, its model loop runs on this
@@ -265,12 +358,7 @@ class RuntimePages:
                 return RedirectResponse(f"/runs/{run_id}?ended=1", status_code=303)
             if action != "call":
                 raise FwError("invalid", "the form asked for nothing this page does", "use the page's buttons")
-            values = {"tool": forms.one(form, "tool"), "args": (form.get("args") or [""])[0]}
-            try:
-                result = self._call(home, run_id, values["tool"], values["args"])
-            except FwError as exc:  # shown at the page's fields: a tool's own field names are not on the page
-                exc.extra["field"] = "args" if exc.code == "invalid" and values["tool"] else "tool"
-                error = exc
+            values, result, error = called(home, Caller("run", run_id=run_id), form)
         errors, alerts, status = self.pages.failed(error)
         record = run_show(home, run_id)
         calls = audit_list(home, 500, run=record["run_id"])["entries"]
@@ -278,18 +366,19 @@ class RuntimePages:
                            ended=request.query_params.get("ended") == "1", started=request.query_params.get("started") == "1",
                            done=done, values=values, result=result, errors=errors, alerts=alerts)
 
-    @staticmethod
-    def _call(home: Any, run_id: str, tool: str, args_text: str) -> str:
-        """A tool call of the run, by hand: its result as the page shows it (JSON, indented)."""
-        if not tool:
-            raise FwError("invalid", "choose the tool to call", "", field="tool")
-        try:
-            args = json.loads(args_text or "{}")
-        except ValueError as exc:
-            raise FwError("invalid", f"the arguments are not JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})",
-                          'a JSON object, e.g. {"kind": "agent"}', field="args") from None
-        doc = call_tool(home, Caller("run", run_id=run_id), tool, args)
-        return json.dumps(doc, indent=2, ensure_ascii=False)
+    def tools(self, request: Request, form: Form | None) -> Response:
+        """The Manager's tools (`fw tool list --manager`), and one called by hand as the Manager
+        (`fw tool call --manager`)."""
+        home = self.pages.home()
+        values, result, error = {"tool": "", "args": "{}"}, None, None
+        if form is not None:
+            if forms.one(form, "action") != "call":
+                raise FwError("invalid", "the form asked for nothing this page does", "use the page's buttons")
+            values, result, error = called(home, Caller("manager"), form)
+        errors, alerts, status = self.pages.failed(error)
+        tools = list_tools(home, Caller("manager"))["tools"]
+        return self.render(request, "tools.html", status, tools=tools, names=[t["name"] for t in tools], values=values, result=result,
+                           errors=errors, alerts=alerts)
 
     # -- the audit log, tasks, the queue ------------------------------------------------------
     def audit(self, request: Request, form: Form | None) -> Response:
