@@ -140,3 +140,42 @@ def test_a_read_never_waits_for_nor_fails_on_the_index(home, tmp_path):
         os.chmod(home / ".index", index_mode)
         os.chmod(home, mode)
     assert [p.name for p in (home / ".index").iterdir() if p.name.endswith(".tmp")] == []
+
+
+def test_runs_of_one_process_that_each_refresh_a_file_share_it_and_save_the_index_seldom(home, monkeypatch):
+    """A dispatcher opens a Home a run: after every principal's file was written by hand, each
+    run refreshes its own principal. The process's later Homes read the refreshed files without
+    parsing them again, the index is saved at most once every RESAVE_SECONDS (not once a run),
+    and the next save loses none of what the others refreshed."""
+    from framework_cli.domain.identities import get_principal
+    from framework_cli.home import records, store
+
+    names = [f"p{n:02d}" for n in range(40)]
+    for name in names:
+        (home / "principals" / f"{name}.yaml").write_text("kind: agent\n")
+    age(home)
+    store.Home(home).keep_refreshed_index()
+    assert [get_principal(store.Home(home), name)["kind"] for name in names] == ["agent"] * 40  # a warm index
+    age(home, 7200)  # every file written by hand again (another time): each entry is stale
+    saves, parses = [], []
+    write_index, record_entry = store.Home._write_index, records._record_entry
+    monkeypatch.setattr(store.Home, "_write_index", lambda self, name, text: saves.append(name) or write_index(self, name, text))
+    monkeypatch.setattr(records, "_record_entry", lambda *a: parses.append(a[2]) or record_entry(*a))
+    monkeypatch.setattr(store, "_SAVED_AT", {})  # a process started after the files were written (a dispatcher)
+    monkeypatch.setattr(store, "RESAVE_SECONDS", 3600.0)  # however slow the machine, the runs come within it
+    for name in names:  # one run each, each with its own Home
+        assert get_principal(store.Home(home), name)["kind"] == "agent"
+    assert sorted(parses) == [f"principals/{name}.yaml" for name in names]  # each file read once
+    assert saves == ["other"]  # the first run's read saved it; the others' waited for the next save, not 40 saves
+    parses.clear()
+    later = store.Home(home)
+    assert [get_principal(later, name)["kind"] for name in names] == ["agent"] * 40
+    assert parses == []  # what the others refreshed was shared
+    monkeypatch.setattr(store, "RESAVE_SECONDS", 0.0)
+    touched = home / "principals" / "p00.yaml"
+    os.utime(touched, (time.time() - 600, time.time() - 600))
+    get_principal(store.Home(home), "p00")  # a refresh, and a save now
+    on_disk = indexed(home, "other")
+    for name in names:  # the saved index holds every file as it is now
+        st = os.stat(home / "principals" / f"{name}.yaml")
+        assert on_disk[f"principals/{name}.yaml"][0] == [st.st_mtime_ns, st.st_size, st.st_ino], name

@@ -454,6 +454,9 @@ class Home:
             index[rel] = [stamp, entry]
             self._checked.add(rel)
             self._dirty_indexes.add(name)
+            shared = _PARSED.get(f"{self._root}/{INDEX_DIR}/{name}.json")
+            if shared is not None and shared[2]:
+                shared[1][rel] = index[rel]  # the process's later Homes (a dispatcher opens one a run) need not read it again
         elif index.pop(rel, None) is not None:
             self._dirty_indexes.add(name)
         return entry
@@ -464,13 +467,19 @@ class Home:
             return  # a dry run leaves even the cache as it was
         dirty, self._dirty_indexes = self._dirty_indexes, set()
         for name in sorted(dirty):
+            path = f"{self._root}/{INDEX_DIR}/{name}.json"
             files = self._indexes[name]
+            shared = _PARSED.get(path)
+            if shared is not None and shared[2] and name in self._trusted_indexes:
+                # what other Homes of this process refreshed since this one loaded the index
+                others = dict(shared[1])  # a copy first: another thread may add to it meanwhile
+                files = {**files, **{rel: v for rel, v in others.items() if rel not in self._checked or rel not in files}}
             trusted = name in self._trusted_indexes
             live = {rel: v for rel, v in list(files.items()) if (trusted or rel in self._checked) and os.path.exists(f"{self._root}/{rel}")}
             body = json.dumps({"version": INDEX_VERSION, "files": live}, separators=(",", ":"))
             stamp = self._write_index(name, hashlib.sha256(body.encode("utf-8")).hexdigest() + "\n" + body)
             if stamp is not None:  # what this process wrote need not be parsed again
-                _PARSED[f"{self._root}/{INDEX_DIR}/{name}.json"] = (stamp, dict(live), True)
+                _PARSED[path] = (stamp, dict(live), True)
             self._indexes[name] = live
             self._trusted_indexes.add(name)
         if dirty:
@@ -487,6 +496,10 @@ class Home:
         fails for it."""
         if not self._dirty_indexes or self._planned is not None or self._lock_depth:
             return
+        now = time.monotonic()
+        paths = [f"{self._root}/{INDEX_DIR}/{name}.json" for name in self._dirty_indexes]
+        if all(now - _SAVED_AT.get(path, float("-inf")) < RESAVE_SECONDS for path in paths):
+            return  # a read of this process saved them a moment ago, and shares what it refreshed since: the next save holds it
         import fcntl
 
         try:
@@ -499,6 +512,8 @@ class Home:
             except OSError:
                 return  # busy: another process writes the home now
             self.save_index()
+            for path in paths:
+                _SAVED_AT[path] = now
         finally:
             os.close(fd)
 
@@ -529,8 +544,15 @@ class Home:
 
 # Index files parsed in this process, by path: (their stamp, their entries, trusted). A process
 # that opens the home again and again (a dispatcher, a bot server: a Home a run) parses each
-# index once, not once a Home; a file changed since (its stamp) is parsed again.
+# index once, not once a Home; a file changed since (its stamp) is parsed again. Entries a Home
+# refreshes (a file written by hand since) are added to a trusted one's, for the later Homes.
 _PARSED: dict[str, tuple[list[int], dict[str, Any], bool]] = {}
+# When a read of this process last saved each index file: a read that refreshed entries saves them
+# at most once every RESAVE_SECONDS (hundreds of runs, each refreshing one file written by hand, would
+# otherwise write the whole index once a run); the entries refreshed meanwhile are kept in
+# `_PARSED` for the process's later Homes, and the next save writes them.
+_SAVED_AT: dict[str, float] = {}
+RESAVE_SECONDS = 2.0
 
 
 def _stamp_of(path: str) -> list[int] | None:
