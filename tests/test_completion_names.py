@@ -106,3 +106,12 @@ def test_each_shell_completes_names_of_the_home_a_late_home_names(shell, full, h
     whole = shell != "bash"
     assert shell_completes(shell, ["agent", "edit", "a1", f"--home={home}", "--model=m"], tmp_path) == ["--model=m1" if whole else "m1"]
     assert shell_completes(shell, ["agent", "edit", "a1", f"--home={home}", "--model="], tmp_path) == ["--model=m1" if whole else "m1"]
+
+
+@pytest.mark.parametrize("shell", ["bash", "zsh", "fish"])
+def test_a_quoted_word_on_the_line_is_read_as_the_shell_reads_it(shell, full, home, tmp_path):
+    spaced = tmp_path / "my home"
+    spaced.symlink_to(home)
+    typed = f'"{spaced}"'  # as typed: in quotes, since it holds a space
+    assert shell_completes(shell, ["--home", typed, "session", "show", ""], tmp_path) == ["s1"]
+    assert shell_completes(shell, ["agent", "edit", "--home", typed, ""], tmp_path) == ["a1"]

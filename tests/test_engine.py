@@ -164,19 +164,59 @@ def test_more_blocking_tool_calls_than_the_engine_has_threads_hold_up_no_one_els
         fwj("session", "create", "s1", "--member", "alice", "--member", "quick", *sum((["--member", w] for w in workers), []))
         for name in workers:
             post("s1", "alice", f"@{name} sleep")
-        serving = subprocess.Popen([fw_bin(), "dispatch", "--json"], env={**os.environ, "FW_HOME": str(home)},
-                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        try:
-            wait_for(lambda: len(processes_with(mark)) >= len(workers), what="every worker's exec call running")
-            for i in range(3):  # while every exec call blocks, quick's turns come and are answered
-                post("s1", "alice", f"@quick q{i}")
-            wait_for(lambda: len([m for m in messages("s1") if m[0] == "quick"]) == 3, seconds=30, what="quick's three answers")
-            assert len(processes_with(mark)) >= len(workers)  # answered while the calls still ran
-        finally:
-            serving.send_signal(signal.SIGINT)
-            _, err = serving.communicate(timeout=60)
+        quick_answered_while(home, mark, len(workers))  # every exec call blocks a thread meanwhile
+
+
+def quick_answered_while(home, mark: str, count: int) -> None:
+    """Under `fw dispatch`, once `count` processes marked `mark` run (each holding up a run),
+    quick's three turns are answered while they still run; then the dispatcher is stopped
+    with Ctrl-C and leaves nothing behind."""
+    serving = subprocess.Popen([fw_bin(), "dispatch", "--json"], env={**os.environ, "FW_HOME": str(home)},
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(lambda: len(processes_with(mark)) >= count, what=f"{count} processes marked {mark}")
+        for i in range(3):
+            post("s1", "alice", f"@quick q{i}")
+        wait_for(lambda: len([m for m in messages("s1") if m[0] == "quick"]) == 3, seconds=30, what="quick's three answers")
+        assert len(processes_with(mark)) >= count  # answered while they still ran
+    finally:
+        serving.send_signal(signal.SIGINT)
+        _, err = serving.communicate(timeout=60)
     assert serving.returncode == 130 and "Traceback" not in err
     assert wait_until_gone(mark) == []
+
+
+def test_more_mcp_servers_slow_to_start_than_the_engine_has_threads_hold_up_no_one_else(home):
+    """A run's MCP servers are started as it starts (each given its `startup_seconds`): runs
+    whose servers never answer wait for them on threads of their own, not the ones every
+    run's short steps need."""
+    mark = f"fw-test-mute-mcp-{os.getpid()}-{time.monotonic_ns()}"
+    workers = [f"w{i}" for i in range(ENGINE_THREADS + 2)]
+    with ChatServer([{"echo": "re: ", "sleep": 0.1}], repeat_last=True) as model:
+        setup(model.base_url, "quick")
+        fwj("resource", "write", "mcp", "mute", "--create", "--data", json.dumps(
+            {"transport": "stdio", "command": sys.executable, "args": ["-c", "import time; time.sleep(600)", mark], "startup_seconds": 120}))
+        for name in workers:
+            fwj("agent", "create", name, "--model", "m1", "--mcp", "mute")
+            fwj("principal", "create", name, "--kind", "agent")
+            fwj("binding", "set", name, "--agent", name)
+        fwj("session", "create", "s1", "--member", "alice", "--member", "quick", *sum((["--member", w] for w in workers), []))
+        post("s1", "alice", " ".join(f"@{w}" for w in workers))
+        quick_answered_while(home, mark, len(workers))  # every worker's run waits for its server meanwhile
+
+
+def test_every_turn_of_a_busy_dispatch_keeps_the_id_of_its_run(home):
+    """A turn's run id is written as its run starts (a note on the engine's threads): never
+    after the turn was answered, when its claim no longer holds and the note would be lost."""
+    names = [f"a{i}" for i in range(24)]
+    with ChatServer([{"content": "ok"}], repeat_last=True) as model:
+        setup(model.base_url, *names)
+        fwj("session", "create", "s1", "--member", "alice", *sum((["--member", n] for n in names), []))
+        post("s1", "alice", " ".join(f"@{n}" for n in names))
+        summary = fwj("dispatch", "--once", "--concurrency", "64")
+    assert summary["turns"]["answered"] == len(names)
+    turns = state_rows(home, "SELECT run_id FROM turns")
+    assert len(turns) == len(names) and all(t["run_id"] for t in turns)
 
 
 # -- bots: one conversation at a time, many side by side; nothing lost -------------------------------

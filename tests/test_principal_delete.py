@@ -136,3 +136,13 @@ def test_a_binding_removed_while_a_run_starts_leaves_no_active_run(home, monkeyp
     assert refused["error"]["code"] == "not_found", refused
     monkeypatch.setattr(runs, "record_text", written)
     assert [r["status"] for r in fwj("run", "list")["runs"]] == ["ended"]
+
+
+def test_a_confirmation_that_is_not_the_plan_deletes_nothing_even_when_nothing_is_held(home):
+    fwj("principal", "create", "alice", "--kind", "user")
+    before = snapshot(home)
+    r = fw("principal", "delete", "alice", "--recursive", "--confirm", "session/zzz,principal/alice", "--json")
+    assert r.exit_code != 0 and json.loads(r.stdout)["error"]["code"] == "stale_confirmation"
+    assert snapshot(home) == before
+    assert fwj("principal", "delete", "alice", "--recursive", "--confirm", "principal/alice")  # the plan, exactly
+    assert fwj("principal", "list")["principals"] == []

@@ -462,3 +462,11 @@ def test_mcp_serve_answers_every_call_it_read_before_input_closed(home):
     assert proc.returncode == 0, proc.stderr
     answered = sorted(json.loads(line)["id"] for line in proc.stdout.splitlines() if line.strip())
     assert answered == [1] + [100 + i for i in range(calls)]
+
+
+def test_an_audit_entry_holding_a_line_separator_is_one_entry(home):
+    """JSON keeps U+2028 and U+2029 as they are inside strings; an entry ends only at its newline."""
+    r = fw("tool", "call", "--manager", "resource_list", "--args", json.dumps({"kind": "agent", "a\u2028b": "c\u2029d"}, ensure_ascii=False))
+    assert r.exit_code != 0  # refused (an unknown argument), and audited as such
+    entries = fwj("audit", "list")["entries"]
+    assert len(entries) == 1 and entries[0]["tool"] == "resource_list" and entries[0]["outcome"] in ("refused", "error")

@@ -336,8 +336,8 @@ def test_a_run_started_from_the_page_calls_its_tools_by_hand_and_a_bad_call_chan
     page = c.get(f"/runs/{run_id}?started=1")
     assert "The run was started" in page.text and 'aria-label="Call a tool"' in page.text
 
-    def call(tool, args):
-        return c.post(f"/runs/{run_id}", data={"csrf_token": token, "action": "call", "tool": tool, "args": args})
+    def call(tool, args):  # on the page the listing links to, by the short id
+        return c.post(f"/runs/{run_id[-8:]}", data={"csrf_token": token, "action": "call", "tool": tool, "args": args})
 
     done = call("framework_resource_list", '{"kind": "agent"}')
     assert done.status_code == 200 and 'aria-label="the result"' in done.text
@@ -347,6 +347,8 @@ def test_a_run_started_from_the_page_calls_its_tools_by_hand_and_a_bad_call_chan
     files = snapshot(home)
     bad = call("framework_resource_list", '{"kind": ')
     assert bad.status_code == 400 and 'id="err-args"' in bad.text and "not JSON" in bad.text
+    deep = call("framework_resource_list", "[" * 100_000)
+    assert deep.status_code == 400 and 'id="err-args"' in deep.text and "nested too deeply" in deep.text
     assert snapshot(home) == files  # not even audited: nothing was called
     forged = call("framework_exec", '{"argv": ["true"]}')  # not in the run's snapshot
     assert forged.status_code == 403 and 'id="err-tool"' in forged.text

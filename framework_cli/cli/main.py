@@ -498,7 +498,7 @@ def hoisted_completion(environ: Any) -> None:
         return
     moved = hoisted(done)
     if shell == "complete_bash":
-        environ["COMP_WORDS"] = " ".join([words[0], *moved, *rest])
+        environ["COMP_WORDS"] = shlex.join([words[0], *moved, *rest])  # quoted again: click splits it as a shell would
         environ["COMP_CWORD"] = str(1 + len(moved))
     else:
         environ["_TYPER_COMPLETE_ARGS"] = shlex.join([words[0], *moved, *rest]) + (" " if not rest else "")

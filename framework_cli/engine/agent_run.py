@@ -25,7 +25,7 @@ from ..home.records import resource_names
 from ..home.secrets import redact
 from ..home.store import Home
 from ..runtime.conversations import conversation_keep, last_conversation
-from ..tools.service import acall_tool, list_tools, open_run
+from ..tools.service import WouldWait, acall_tool, list_tools, open_run
 from .aio import run_front
 from .chat import ChatClient
 from .external import DEFAULT_RUNNER_TIMEOUT, ExternalRunner, GatewayStarter, RunJob
@@ -80,7 +80,7 @@ async def arun_agent(
         _require_binding_runs(home, principal, agent)
         agent = None  # a managed run runs what its binding names
     context = {**(context or {}), "input": without_lone_surrogates(redact(message))[:INPUT_KEPT]}
-    record, sources = await run_sync(open_run, home, principal=principal, agent=agent, context=context, owned=True)  # this process drives it
+    record, sources = await _opened(home, run_sync, principal=principal, agent=agent, context=context)
     token = record.pop("gateway_token", "")  # shown to no one: only an external runner gets it
     run_id = record["run_id"]
     try:
@@ -106,7 +106,22 @@ async def arun_agent(
         exc.extra.setdefault("run_id", run_id)
         raise
     finally:
-        await run_sync(_close_and_end, home, sources, run_id)
+        # stopping its MCP servers or plugins may take seconds: on the threads for long work
+        closer = getattr(run_sync, "blocking", run_sync) if sources.holds_processes else run_sync
+        await closer(_close_and_end, home, sources, run_id)
+
+
+async def _opened(home: Home, run_sync: Any, **start: Any) -> tuple[dict[str, Any], Any]:
+    """The run started, driven by this process: on `run_sync` (short work), or on its threads
+    for long work when it starts MCP servers or plugins or probes the sandbox (a server that
+    takes a minute to start then holds up only this run)."""
+    long = getattr(run_sync, "blocking", None)
+    if long is None:
+        return await run_sync(open_run, home, owned=True, **start)  # type: ignore[no-any-return]
+    try:
+        return await run_sync(open_run, home, owned=True, quick=True, **start)  # type: ignore[no-any-return]
+    except WouldWait:
+        return await long(open_run, home, owned=True, **start)  # type: ignore[no-any-return]
 
 
 INPUT_KEPT = 65536  # characters of the input text kept in the run record (fw_get_current_event)

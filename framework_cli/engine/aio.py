@@ -54,15 +54,6 @@ def first_come(order: int) -> None:
     _ORDER.set(order)
 
 
-def in_background() -> None:
-    """The current task's short work waits behind every run's (a note of progress that no
-    run waits for); among such work, the oldest run's still goes first."""
-    _ORDER.set(_ORDER.get() + BACKGROUND)
-
-
-BACKGROUND = 1 << 40  # beyond any number of runs an engine starts
-
-
 class _FirstComePool:
     """A fixed number of threads taking work by (order, arrival): `submit` gives a future as
     concurrent.futures does (cancelled before it starts, the work never runs)."""
@@ -136,8 +127,10 @@ class Threads:
         return await loop.run_in_executor(self.long_pool, functools.partial(fn, *args, **kwargs))
 
     def close(self, wait: bool = False) -> None:
+        """Work not started is cancelled; with `wait`, short work running is waited for (long
+        work, as a thread pool's, is waited for when the interpreter exits)."""
         self.pool.close(wait)
-        self.long_pool.shutdown(wait=wait, cancel_futures=True)
+        self.long_pool.shutdown(wait=False, cancel_futures=True)
 
 
 def run_front(work: Callable[[Threads], Awaitable[T]], threads: int = FRONT_THREADS) -> T:
@@ -183,7 +176,7 @@ def run_loop(work: Callable[[Threads, asyncio.Event], Awaitable[T]], threads: in
             raise KeyboardInterrupt from None
         raise
     finally:
-        pool.close(wait=False)
+        pool.close(wait=True)  # a write that was running when the work was cancelled is finished, not cut
     return result, signalled
 
 

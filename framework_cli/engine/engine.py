@@ -34,7 +34,7 @@ from ..http_client import warm
 from ..liveness import HOST, gone_here, me
 from ..runtime import lanes, tasks, work
 from ..state.store import StateStore, now_iso
-from .aio import Threads, first_come, in_background
+from .aio import Threads, first_come
 
 POLL_SECONDS = 0.25  # how often the store is looked in for work other processes added
 HEARTBEAT_SECONDS = 5.0  # how often the owner row and the lanes' leases are renewed, and dead owners looked for
@@ -138,13 +138,15 @@ class Engine:
 
     async def stop(self) -> None:
         """Claim nothing more; end every run in flight (so none of them acts again) and put its
-        work back or cancel it; wait for the tasks to unwind."""
+        work back or cancel it; wait for the tasks to unwind. A run still starting (its MCP
+        servers slow to answer, say) counts among those ended: the command that stops then
+        stops the programs it started, and its start fails at once."""
         self._stopping = True
         items = dict(self.running)
         run_ids = {task: self.runs.get((item.kind, item.id)) for task, item in items.items()}
         for task, item in items.items():
+            self.ended_runs += 1
             if run_ids[task] is not None:
-                self.ended_runs += 1
                 await self.threads(_end_run, self.root, run_ids[task])
             task.cancel()
         if items:
@@ -198,11 +200,7 @@ class Engine:
     def soon(self, fn: Callable[..., Any], *args: Any) -> None:
         """Run blocking `fn(*args)` on the engine's threads without waiting for it (a note of
         progress: a run's id kept with its work)."""
-        async def note() -> None:
-            in_background()  # no run waits for it: after the work runs do wait for
-            await self.threads(fn, *args)
-
-        task = asyncio.ensure_future(note())
+        task = asyncio.ensure_future(self.threads(fn, *args))  # at its run's order, before the run's later steps
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 

@@ -43,17 +43,17 @@ def principal_remove(home: Home, name: str, *, recursive: bool = False, confirm:
     with home.locked():
         plan = principal_delete_plan(home, name)
         held = plan[:-1]
+        given = [c.strip() for c in confirm.split(",") if c.strip()] if recursive and confirm is not None else None
+        if given is not None and given != plan:  # a confirmation is of exactly this plan, even one of one item
+            raise FwError("stale_confirmation", f"--confirm does not match the plan computed now ({', '.join(plan)})",
+                          f"confirm exactly the plan: `fw principal delete {name} --recursive --confirm {','.join(plan)}`", plan=plan)
         if not held:
             return _with_runs_ended(home, name, principal_delete(home, name))
         if not recursive:
             raise FwError("in_use", f"principal {name!r} is in use: {', '.join(held)}",
                           f"see what a delete would take with `fw principal delete {name} --recursive`", items=held)
-        if confirm is None:
+        if given is None:
             return {"status": "plan", "plan": plan, "confirm": ",".join(plan)}
-        given = [c.strip() for c in confirm.split(",") if c.strip()]
-        if given != plan:
-            raise FwError("stale_confirmation", f"--confirm does not match the plan computed now ({', '.join(plan)})",
-                          f"confirm exactly the plan: `fw principal delete {name} --recursive --confirm {','.join(plan)}`", plan=plan)
         _forget(home, name, held)
         principal_delete(home, name)
         return _with_runs_ended(home, name, {"status": "deleted", "deleted": plan})

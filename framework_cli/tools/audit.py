@@ -164,7 +164,9 @@ def _newest_first(home: Home, block: int = 65536) -> Iterator[str]:
 def _lines(home: Home) -> list[str]:
     """The audit log's lines, oldest first: audit.jsonl, or the store's table (PostgreSQL)."""
     if state_url(home.root) is None:
-        return (home.read_text(AUDIT_FILE) or "").splitlines()
+        text = home.read_text(AUDIT_FILE) or ""
+        lines = text.split("\n")  # one entry a line: a U+2028 inside an entry's text does not end it
+        return lines[:-1] if lines[-1] == "" else lines
     with StateStore.open(home) as store:
         return [row["line"] for row in store.rows("SELECT line FROM audit ORDER BY seq")]
 

@@ -180,6 +180,11 @@ def _project_tools(home: Home, start: Any, held: list[Any]) -> Any:
     return projection
 
 
+class WouldWait(Exception):
+    """`open_run(quick=True)`: starting this run would start MCP servers, list plugins or
+    probe the sandbox, work that may take seconds or more; nothing was started or written."""
+
+
 def open_run(
     home: Home,
     principal: str | None = None,
@@ -187,13 +192,21 @@ def open_run(
     lease: int | None = None,
     context: dict[str, Any] | None = None,
     owned: bool = False,
+    quick: bool = False,
 ) -> tuple[dict[str, Any], Any]:
     """Start a run and keep its MCP servers running: (run record, RunSources to close).
-    `owned`: this process drives the run (see `run_start`)."""
+    `owned`: this process drives the run (see `run_start`). With `quick`, `WouldWait` instead
+    of starting a run whose tool sources may take long to answer (an engine starts those on
+    its threads for long work, so that they hold up no other run)."""
 
     held: list[Any] = []
+
+    def project(start: Any) -> Any:
+        if quick and (start.frozen.get("mcps") or start.frozen.get("plugins") or needs_sandbox(start.definition)):
+            raise WouldWait
+        return _project_tools(home, start, held)
+
     try:
-        project = lambda start: _project_tools(home, start, held)  # noqa: E731
         record = run_start(home, project, principal=principal, agent=agent, lease=lease, context=context, owned=owned)
     except BaseException:
         RunSources(home, None, *held).close()

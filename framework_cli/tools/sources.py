@@ -103,6 +103,12 @@ class RunSources:
     def __exit__(self, *exc_info: Any) -> None:
         self.close()
 
+    @property
+    def holds_processes(self) -> bool:
+        """Whether closing stops processes (MCP servers, plugins): that may take seconds."""
+        with self._lock:
+            return bool(self._open or self._plugins)
+
     def close(self) -> None:
         with self._lock:
             while self._open:
@@ -140,11 +146,13 @@ class RunSources:
 
     async def acall_mcp(self, server: str, tool: str, args: dict[str, Any], watch: Any = None,
                         run_sync: Any = None) -> dict[str, Any]:
-        """`call_mcp` from an event loop: the server is started (if it is not yet) by `run_sync`
-        (the engine's threads), and the call awaited without holding a thread."""
+        """`call_mcp` from an event loop: the server is started (if it is not yet) on the
+        engine's threads for long work (`run_sync.blocking`: a start may take a minute), and
+        the call awaited without holding a thread."""
         import asyncio
 
-        connection = await (run_sync or asyncio.to_thread)(self._connection, server)
+        run_sync = run_sync or asyncio.to_thread
+        connection = await getattr(run_sync, "blocking", run_sync)(self._connection, server)
         return self._checked_result(server, tool, await connection.acall(server, tool, args, watch))
 
     def _checked_result(self, server: str, tool: str, result: dict[str, Any]) -> dict[str, Any]:

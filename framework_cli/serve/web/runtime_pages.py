@@ -74,6 +74,8 @@ def called(home: Any, caller: Caller, form: Form) -> tuple[dict[str, str], str |
         except ValueError as exc:
             raise FwError("invalid", f"the arguments are not JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})",
                           'a JSON object, e.g. {"kind": "agent"}', field="args") from None
+        except RecursionError:
+            raise FwError("invalid", "the arguments are nested too deeply", 'a JSON object, e.g. {"kind": "agent"}', field="args") from None
         return values, json.dumps(call_tool(home, caller, values["tool"], args), indent=2, ensure_ascii=False), None
     except FwError as exc:
         exc.extra["field"] = "args" if exc.code == "invalid" and values["tool"] else "tool"
@@ -358,7 +360,7 @@ class RuntimePages:
                 return RedirectResponse(f"/runs/{run_id}?ended=1", status_code=303)
             if action != "call":
                 raise FwError("invalid", "the form asked for nothing this page does", "use the page's buttons")
-            values, result, error = called(home, Caller("run", run_id=run_id), form)
+            values, result, error = called(home, Caller("run", run_id=run_show(home, run_id)["run_id"]), form)  # the whole id
         errors, alerts, status = self.pages.failed(error)
         record = run_show(home, run_id)
         calls = audit_list(home, 500, run=record["run_id"])["entries"]
