@@ -341,6 +341,9 @@ def test_a_run_started_from_the_page_calls_its_tools_by_hand_and_a_bad_call_chan
 
     done = call("framework_resource_list", '{"kind": "agent"}')
     assert done.status_code == 200 and 'aria-label="the result"' in done.text
+    again = c.get(str(done.url))  # the browser's reload of the page shown: the call is not made again
+    assert again.status_code == 200 and 'aria-label="the result"' not in again.text
+    assert 'aria-label="its tools"' in again.text and "<code>kind</code>" in again.text  # what each tool takes
     assert "&#34;a1&#34;" in done.text or "&quot;a1&quot;" in done.text  # the listing, as JSON
     audited = fwj("audit", "list", "--run", run_id)["entries"]
     assert [(e["tool"], e["outcome"]) for e in audited] == [("framework_resource_list", "ok")]
@@ -354,6 +357,7 @@ def test_a_run_started_from_the_page_calls_its_tools_by_hand_and_a_bad_call_chan
     assert forged.status_code == 403 and 'id="err-tool"' in forged.text
     assert fwj("resource", "read", "agent", "a1")["name"] == "a1"
     assert [e["outcome"] for e in fwj("audit", "list", "--run", run_id)["entries"]] == ["ok", "refused"]
+    assert "<td>denied</td>" in c.get(f"/audit?run={run_id}").text  # why it was refused
     ended = c.post(f"/runs/{run_id}", data={"csrf_token": token, "action": "end"}, follow_redirects=False)
     assert ended.status_code == 303 and fwj("run", "show", run_id)["status"] == "ended"
     assert 'aria-label="Call a tool"' not in c.get(f"/runs/{run_id}").text  # an ended run calls nothing
@@ -366,10 +370,15 @@ def test_the_status_page_runs_the_queue_once_and_says_what_came_of_it(home):
         fwj("session", "create", "s1", "--member", "alice", "--member", "p1")
         fwj("message", "post", "s1", "--as", "alice", "hi @p1")
         c = client(home)
+        assert "Nothing is serving the queue now" in c.get("/sessions/s1").text  # the turn waits: the page says how to run it
         token = csrf(c, "/status")
         page = c.post("/status", data={"csrf_token": token, "action": "dispatch_once"})
-    assert page.status_code == 200
-    assert "Turns: 1 run, 1 answered, 0 failed" in page.text and 'http-equiv="refresh"' not in page.text
+        assert page.status_code == 200
+        assert "Turns: 1 run, 1 answered, 0 failed" in page.text and 'http-equiv="refresh"' not in page.text
+        assert "run once" not in c.get(str(page.url)).text  # a reload shows the queue, and runs nothing
+        answered = c.post("/runs/new", data={"csrf_token": token, "agent": "", "principal": "p1", "message": "and now?"})
+        assert answered.status_code == 200 and "hello alice" in answered.text  # as the principal: the agent its binding names
+        assert 'aria-label="the answer"' not in c.get(str(answered.url)).text  # shown once; a reload runs nothing
     assert [(m["author"], m["text"]) for m in fwj("message", "list", "s1")["messages"]] == [("alice", "hi @p1"), ("p1", "hello alice")]
     assert CANARY not in page.text
 
@@ -428,7 +437,8 @@ def test_a_principal_is_deleted_from_the_page_only_as_planned_after_its_binding_
     assert stale.status_code == 409 and "The plan changed" in stale.text and 'value="session/s1,session/s2,principal/p1"' in stale.text
     assert snapshot(home) == before
     done = c.post("/principals/p1/delete", data={"csrf_token": token, "confirm": "session/s1,session/s2,principal/p1"})
-    assert done.status_code == 200 and "Deleted 3 items" in done.text
+    assert done.status_code == 200 and "Done, as planned" in done.text
+    assert "p1 left session s1" in done.text and "p1 left session s2" in done.text and "principal p1 was deleted" in done.text
     assert [p["name"] for p in fwj("principal", "list")["principals"]] == ["alice"]
 
 
@@ -449,6 +459,8 @@ def test_a_local_bot_is_spoken_to_from_its_page_and_its_reply_shows_in_its_log(h
     c = client(home)
     token = csrf(c, "/bots/desk")
     say = {"csrf_token": token, "action": "say", "from": "alice", "group": "team", "no_run": ""}
+    nobody = c.post("/bots", data={"csrf_token": token, "name": "other", "adapter": "local", "principal": "", "url": ""})
+    assert nobody.status_code == 400 and "choose the principal" in nobody.text and 'id="err-principal"' in nobody.text
     refused = c.post("/bots/desk", data={**say, "text": "  "})
     assert refused.status_code == 400 and 'id="err-text"' in refused.text
     quiet = c.post("/bots/desk", data={**say, "text": "no mention here"}, follow_redirects=True)
@@ -458,6 +470,7 @@ def test_a_local_bot_is_spoken_to_from_its_page_and_its_reply_shows_in_its_log(h
     run_id = started.headers["location"].split("/runs/")[1]
     run_page = c.get(f"/runs/{run_id}").text
     assert "event_reply" in run_page and "gateway_token" not in run_page
+    assert "said “@desk is the build green?”" in run_page and "in group team" in run_page
     replied = c.post(f"/runs/{run_id}", data={"csrf_token": token, "action": "call", "tool": "event_reply", "args": '{"text": "Yes, all green."}'})
     assert replied.status_code == 200, replied.text
     log = c.get("/bots/desk").text

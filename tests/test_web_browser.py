@@ -330,7 +330,8 @@ def test_principals_page_creates_binds_disables_and_enables_noting_who(page, web
     expect(plan).to_contain_text("p1 leaves session s1")
     with page.expect_navigation():
         plan.get_by_role("button", name="Delete, as planned").click()
-    expect(page.get_by_role("status")).to_contain_text("Deleted 2 items")
+    expect(page.get_by_role("status")).to_contain_text("Done, as planned")
+    expect(page.get_by_role("listitem").filter(has_text="p1 left session s1")).to_be_visible()
     assert sorted(p["name"] for p in fwj("principal", "list")["principals"]) == ["alice", "helper"]
 
 
@@ -470,7 +471,7 @@ def test_runs_page_starts_a_run_calls_its_tools_by_hand_filters_and_ends_it(page
     with page.expect_navigation():
         page.get_by_role("button", name="Call").click()
     expect(page.get_by_role("region", name="the result")).to_contain_text('"a1"')
-    expect(page.get_by_role("cell", name="framework_resource_list")).to_be_visible()  # audited, shown among the run's calls
+    expect(page.get_by_role("table", name="tool calls").get_by_role("cell", name="framework_resource_list")).to_be_visible()  # audited
     page.goto(web.base + "/runs?status=active")
     expect(page.get_by_role("link", name=run)).to_be_visible()
     expect(page.get_by_role("link", name=other)).to_have_count(0)

@@ -406,7 +406,7 @@ def page_hint(block: dict[str, Any]) -> str:
     """What to do about the first thing that blocks a delete, on this site."""
     reason = block["reason"]
     if reason == "has_dependents":
-        return "Delete what uses it first, or plan a recursive delete, which deletes them too."
+        return "Delete what uses it first, or plan a recursive delete below."
     if reason == "managed":
         principal = block["detail"][0].split("/", 1)[1]
         return f"Remove the binding of {principal} first (to pause it instead, disable it on the Principals page)."

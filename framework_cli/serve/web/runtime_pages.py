@@ -61,6 +61,13 @@ def paged(rows: list[Any], request: Request, newest_first: bool = True) -> tuple
     return rows[(number - 1) * PAGE: number * PAGE], {"number": number, "pages": pages, "total": len(rows), "keep": keep}
 
 
+def plan_words(name: str, item: str) -> str:
+    """One item of a principal's delete plan, done, in the page's words."""
+    kind, _, what = item.partition("/")
+    return {"session": f"{name} left session {what}", "memory": f"the memory of {name} was forgotten",
+            "bot": f"bot {what} was deleted"}.get(kind, f"principal {name} was deleted")
+
+
 def called(home: Any, caller: Caller, form: Form) -> tuple[dict[str, str], str | None, FwError | None]:
     """A tool called by hand from a page's form (`tool`, `args` as JSON text), as `fw tool
     call` calls it: (what was typed, the result as JSON text or None, the refusal or None).
@@ -103,12 +110,41 @@ def at_field(error: FwError, field: str) -> FwError:
     return error
 
 
+class Flash:
+    """What an action's page shows once after its redirect (post, redirect, get: reloading the
+    page shown never does the action again): kept in this process, taken once, the oldest
+    dropped past KEPT."""
+
+    KEPT = 200
+
+    def __init__(self) -> None:
+        import threading
+
+        self._lock = threading.Lock()
+        self._kept: dict[str, Any] = {}
+
+    def put(self, value: Any) -> str:
+        import secrets
+
+        key = secrets.token_urlsafe(9)
+        with self._lock:
+            self._kept[key] = value
+            while len(self._kept) > self.KEPT:
+                self._kept.pop(next(iter(self._kept)))
+        return key
+
+    def take(self, key: str | None) -> Any:
+        with self._lock:
+            return self._kept.pop(key, None) if key else None
+
+
 class RuntimePages:
     """The runtime's pages, rendered through the app's `Pages` (its templates, its redaction)."""
 
     def __init__(self, pages: Any) -> None:
         self.pages = pages
         self._threads: Threads | None = None  # for the runs started from the page, made on the first
+        self.flash = Flash()
 
     def render(self, request: Request, template: str, status: int = 200, **context: Any) -> Response:
         return self.pages.render(request, template, status, **context)
@@ -154,7 +190,8 @@ class RuntimePages:
             try:
                 done = principal_remove(home, name, recursive=True, confirm=forms.one(form, "confirm"))
                 deleted = done["deleted"] if isinstance(done.get("deleted"), list) else [f"principal/{name}"]
-                return self.render(request, "deleted.html", deleted=deleted, ended_runs=done.get("ended_runs") or [], back="/principals")
+                return self.render(request, "deleted.html", deleted=deleted, ended_runs=done.get("ended_runs") or [], back="/principals",
+                                   said=[plan_words(name, item) for item in deleted])
             except FwError as exc:
                 if exc.code != "stale_confirmation":
                     raise
@@ -181,6 +218,8 @@ class RuntimePages:
             values.update({k: forms.one(form, k) for k in values})
             token = forms.one(form, "access_token") or None
             try:
+                if not values["principal"]:
+                    raise FwError("invalid", "choose the principal whose runs handle the bot's events", "", field="principal")
                 bot_add(home, values["name"], values["adapter"], values["principal"], url=values["url"] or None, access_token=token)
                 return RedirectResponse("/bots?saved=1", status_code=303)
             except FwError as exc:
@@ -266,10 +305,11 @@ class RuntimePages:
         shown, page = paged(doc["messages"], request)
         turns = turn_list(home, session=name)["turns"]
         live = any(t["status"] in ("pending", "running") for t in turns)
+        serving = bool(work_status(home).get("serving")) if live else True
         members = next((s["members"] for s in session_list(home)["sessions"] if s["name"] == name), [])
         users = [p["name"] for p in principal_list(home)["principals"] if p.get("kind") == "user" and p["name"] in members]
         return self.render(request, "session.html", status, name=name, messages=list(reversed(shown)), page=page, turns=turns[-10:],
-                           live=live, users=users, values=values, errors=errors, alerts=alerts,
+                           live=live, serving=serving, users=users, values=values, errors=errors, alerts=alerts,
                            posted=request.query_params.get("posted") == "1")
 
     # -- runs -------------------------------------------------------------------------------
@@ -329,13 +369,13 @@ class RuntimePages:
         form = await checked_form(request)
         values = {"agent": forms.one(form, "agent"), "principal": forms.one(form, "principal"), "message": (form.get("message") or [""])[0]}
         try:
-            if not values["agent"]:
-                raise FwError("invalid", "choose the agent to run", "", field="agent")
+            if not values["agent"] and not values["principal"]:
+                raise FwError("invalid", "choose the agent to run, or a principal (it runs the agent its binding names)", "", field="agent")
             if not values["message"].strip():
                 raise FwError("invalid", "the message to the agent is empty", "write what the agent should do", field="message")
             if self._threads is None:
                 self._threads = Threads(4, name="fw-web-run")
-            done = await arun_agent(self.pages.home(), values["message"], agent=values["agent"], principal=values["principal"] or None,
+            done = await arun_agent(self.pages.home(), values["message"], agent=values["agent"] or None, principal=values["principal"] or None,
                                     gateway=run_gateway, conversation=None if values["principal"] else "new", run_sync=self._threads)
         except Exception as exc:  # never a traceback on a page
             if not isinstance(exc, FwError):
@@ -345,7 +385,7 @@ class RuntimePages:
                 field = "principal" if values["principal"] and "principal" in exc.message else "agent" if "agent" in exc.message else "message"
                 return await run_in_threadpool(self.runs, request, None, at_field(exc, field), values)
             return RedirectResponse(f"/runs/{exc.extra['run_id']}", status_code=303)
-        return await run_in_threadpool(self.run, request, None, done["run_id"], done)
+        return RedirectResponse(f"/runs/{done['run_id']}?shown={self.flash.put({'done': done})}", status_code=303)
 
     def run(self, request: Request, form: Form | None, run_id: str, done: dict[str, Any] | None = None) -> Response:
         """One run: its snapshot, its tool calls, and two forms while it is active: end it, or
@@ -360,11 +400,22 @@ class RuntimePages:
                 return RedirectResponse(f"/runs/{run_id}?ended=1", status_code=303)
             if action != "call":
                 raise FwError("invalid", "the form asked for nothing this page does", "use the page's buttons")
-            values, result, error = called(home, Caller("run", run_id=run_show(home, run_id)["run_id"]), form)  # the whole id
+            whole = run_show(home, run_id)["run_id"]
+            values, result, error = called(home, Caller("run", run_id=whole), form)
+            if error is None:
+                return RedirectResponse(f"/runs/{whole}?shown={self.flash.put({'values': values, 'result': result})}", status_code=303)
+        shown = self.flash.take(request.query_params.get("shown")) or {}
+        values, result, done = shown.get("values", values), shown.get("result", result), shown.get("done", done)
         errors, alerts, status = self.pages.failed(error)
         record = run_show(home, run_id)
         calls = audit_list(home, 500, run=record["run_id"])["entries"]
-        return self.render(request, "run.html", status, run=record, calls=calls, live=record["status"] == "active",
+        described = None
+        if record["status"] == "active":  # what each of its tools does and takes, as `fw tool list --run` says
+            try:
+                described = list_tools(home, Caller("run", run_id=record["run_id"]))["tools"]
+            except FwError:
+                described = None  # ended or damaged meanwhile: its names are shown
+        return self.render(request, "run.html", status, run=record, calls=calls, live=record["status"] == "active", described=described,
                            ended=request.query_params.get("ended") == "1", started=request.query_params.get("started") == "1",
                            done=done, values=values, result=result, errors=errors, alerts=alerts)
 
@@ -377,6 +428,10 @@ class RuntimePages:
             if forms.one(form, "action") != "call":
                 raise FwError("invalid", "the form asked for nothing this page does", "use the page's buttons")
             values, result, error = called(home, Caller("manager"), form)
+            if error is None:
+                return RedirectResponse(f"/tools?shown={self.flash.put({'values': values, 'result': result})}", status_code=303)
+        shown = self.flash.take(request.query_params.get("shown")) or {}
+        values, result = shown.get("values", values), shown.get("result", result)
         errors, alerts, status = self.pages.failed(error)
         tools = list_tools(home, Caller("manager"))["tools"]
         return self.render(request, "tools.html", status, tools=tools, names=[t["name"] for t in tools], values=values, result=result,
@@ -397,9 +452,10 @@ class RuntimePages:
     def status(self, request: Request, form: Form | None) -> Response:
         """The queue, as `fw status`; its form runs it once, as `fw dispatch --once`: every
         pending turn and task is run (each principal's in order), and the page says what came of it."""
-        ran = None
         if form is not None:
             if forms.one(form, "action") != "dispatch_once":
                 raise FwError("invalid", "the form asked for nothing this page does", "use the page's buttons")
             ran = dispatch(self.pages.home(), once=True, gateway=run_gateway)
+            return RedirectResponse(f"/status?shown={self.flash.put(ran)}", status_code=303)
+        ran = self.flash.take(request.query_params.get("shown"))
         return self.render(request, "status.html", queue=work_status(self.pages.home()), ran=ran)
