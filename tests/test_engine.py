@@ -170,7 +170,7 @@ def test_more_blocking_tool_calls_than_the_engine_has_threads_hold_up_no_one_els
 def quick_answered_while(home, mark: str, count: int) -> None:
     """Under `fw dispatch`, once `count` processes marked `mark` run (each holding up a run),
     quick's three turns are answered while they still run; then the dispatcher is stopped
-    with Ctrl-C and leaves nothing behind."""
+    with Ctrl-C (130: work was in flight) and leaves nothing behind."""
     serving = subprocess.Popen([fw_bin(), "dispatch", "--json"], env={**os.environ, "FW_HOME": str(home)},
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -203,6 +203,8 @@ def test_more_mcp_servers_slow_to_start_than_the_engine_has_threads_hold_up_no_o
         fwj("session", "create", "s1", "--member", "alice", "--member", "quick", *sum((["--member", w] for w in workers), []))
         post("s1", "alice", " ".join(f"@{w}" for w in workers))
         quick_answered_while(home, mark, len(workers))  # every worker's run waits for its server meanwhile
+    # stopped while their runs started: the turns are cancelled, as a dispatcher's turns in flight are
+    assert sorted(t["status"] for t in fwj("turn", "list")["turns"] if t["principal"] != "quick") == ["cancelled"] * len(workers)
 
 
 def test_every_turn_of_a_busy_dispatch_keeps_the_id_of_its_run(home):

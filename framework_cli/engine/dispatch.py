@@ -314,6 +314,8 @@ def dispatch(home: Home, *, once: bool = False, concurrency: int = DEFAULT_CONCU
         await serve_until_stopped(engine, once, stopped)
 
     _, signalled = run_loop(serve, ENGINE_THREADS, on_stop=lambda task: None)
-    if signalled and engine is not None and engine.ended_runs:
-        raise KeyboardInterrupt  # runs were ended: `interrupted`
+    if signalled and engine is not None and (engine.ended_runs or engine.stopped_starting):
+        # runs were ended, or stopped while they started (waiting for an MCP server, say), their
+        # work cancelled: `interrupted`, and the command line stops their programs
+        raise KeyboardInterrupt
     return summary.to_dict()

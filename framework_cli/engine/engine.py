@@ -97,6 +97,7 @@ class Engine:
         self.running: dict[asyncio.Task[Any], Item] = {}
         self.runs: dict[tuple[str, int], str] = {}  # (kind, id) -> the run it is in, once started
         self.ended_runs = 0  # ended by a stop
+        self.stopped_starting = 0  # work stopped before its run had started (put back)
         self._wake: asyncio.Event | None = None
         self._stopping = False
         self._background: set[asyncio.Future[Any]] = set()
@@ -138,16 +139,18 @@ class Engine:
 
     async def stop(self) -> None:
         """Claim nothing more; end every run in flight (so none of them acts again) and put its
-        work back or cancel it; wait for the tasks to unwind. A run still starting (its MCP
-        servers slow to answer, say) counts among those ended: the command that stops then
-        stops the programs it started, and its start fails at once."""
+        work back or cancel it; wait for the tasks to unwind. Work whose run is still starting
+        (its MCP servers slow to answer, say) is put back and counted in `stopped_starting`:
+        the command that stops then stops the programs those starts began."""
         self._stopping = True
         items = dict(self.running)
         run_ids = {task: self.runs.get((item.kind, item.id)) for task, item in items.items()}
         for task, item in items.items():
-            self.ended_runs += 1
             if run_ids[task] is not None:
+                self.ended_runs += 1
                 await self.threads(_end_run, self.root, run_ids[task])
+            else:
+                self.stopped_starting += 1
             task.cancel()
         if items:
             await asyncio.wait(list(items), timeout=10)

@@ -675,11 +675,13 @@ def serve_bots(home: Home, names: list[str], listen: str, concurrency: int, on_r
                  "token": all(b.token for b in bots), "loopback": is_loopback(host),
                  "waiting": _waiting(home, [b.name for b in bots])}
     try:
-        serve(build_app(door), sock, on_started=lambda: [on_record(r) for r in (listening, *notes)], limits=limits)
+        serve(build_app(door), sock, on_started=lambda: [on_record(r) for r in (listening, *notes)], limits=limits,
+              on_stopping=engine.stop)  # the runs in flight are ended while their sockets are still open
     except KeyboardInterrupt:
         stopped = stopped_record(home, door)
+        if stopped["ended_runs"] or engine.stopped_starting:
+            stop_descendants()  # what their blocking tool calls or starts began (an `exec` program, an MCP server) goes too
         if stopped["ended_runs"]:
-            stop_descendants()  # what their blocking tool calls started (an `exec` program) goes too
             raise  # runs were in flight: `interrupted`, as the contract says
         return
     finally:
