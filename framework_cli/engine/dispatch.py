@@ -16,6 +16,7 @@ cancelled.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -145,15 +146,24 @@ class PrincipalWork:
         """A managed run of the item's principal on `message`: its result document, or the
         outcome when it could not run."""
 
+        noted: list[asyncio.Future[Any]] = []
+
         def note(event: dict[str, Any]) -> None:
             if event.get("type") == "started":
                 run_id = event["run"]["run_id"]
                 engine.started_run(item, run_id)
-                engine.soon(record_run, home, claim, run_id)  # on the engine's threads: the loop never waits for a write
+                noted.append(engine.soon(record_run, home, claim, run_id))  # on the engine's threads: the loop never waits for a write
 
         try:
-            return await arun_agent(home, message, principal=item.row["principal"], context=context, history=history,
-                                    timeout=self.timeout, on_event=note, gateway=self.gateway, run_sync=engine.threads)
+            try:
+                return await arun_agent(home, message, principal=item.row["principal"], context=context, history=history,
+                                        timeout=self.timeout, on_event=note, gateway=self.gateway, run_sync=engine.threads)
+            finally:
+                # the run's id is noted before its work is answered or finished: after, the claim
+                # that the note needs no longer holds, and the id would be lost
+                for pending in noted:
+                    with contextlib.suppress(Exception):
+                        await asyncio.shield(pending)
         except FwError as exc:
             if exc.extra.get("reason") == "binding_disabled":
                 return Outcome(BACKLOG)  # disabled since it was claimed: it waits for the binding again

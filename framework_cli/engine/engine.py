@@ -200,12 +200,13 @@ class Engine:
         """A piece of work's run started (so that a stop ends it)."""
         self.runs[(item.kind, item.id)] = run_id
 
-    def soon(self, fn: Callable[..., Any], *args: Any) -> None:
-        """Run blocking `fn(*args)` on the engine's threads without waiting for it (a note of
-        progress: a run's id kept with its work)."""
-        task = asyncio.ensure_future(self.threads(fn, *args))  # at its run's order, before the run's later steps
+    def soon(self, fn: Callable[..., Any], *args: Any) -> asyncio.Future[Any]:
+        """Run blocking `fn(*args)` on the engine's threads without waiting for it here (a note
+        of progress: a run's id kept with its work); the task, for whoever must see it done."""
+        task = asyncio.ensure_future(self.threads(fn, *args))  # at its run's order
         self._background.add(task)
         task.add_done_callback(self._background.discard)
+        return task
 
     # -- owner, heartbeat, taking back ------------------------------------------------------------
     def _with_store(self, fn: Callable[..., Any], *args: Any) -> Any:
