@@ -675,8 +675,7 @@ def serve_bots(home: Home, names: list[str], listen: str, concurrency: int, on_r
                  "token": all(b.token for b in bots), "loopback": is_loopback(host),
                  "waiting": _waiting(home, [b.name for b in bots])}
     try:
-        serve(build_app(door), sock, on_started=lambda: [on_record(r) for r in (listening, *notes)], limits=limits,
-              on_stopping=engine.stop)  # the runs in flight are ended while their sockets are still open
+        serve(build_app(door), sock, on_started=lambda: [on_record(r) for r in (listening, *notes)], limits=limits)
     except KeyboardInterrupt:
         stopped = stopped_record(home, door)
         if stopped["ended_runs"] or engine.stopped_starting:

@@ -29,7 +29,7 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -183,12 +183,9 @@ def url_host(host: str) -> str:
     return f"[{host}]" if ":" in host else host
 
 
-def serve(app: Any, sock: socket.socket, *, on_started: Callable[[], None] | None = None, limits: DoorLimits | None = None,
-          on_stopping: Callable[[], Awaitable[None]] | None = None) -> None:
-    """Run `app` on the bound socket, under `limits`, until Ctrl-C or SIGTERM; then
-    `on_stopping` runs first, while every connection is still open (a bot server ends its runs
-    in flight before the sockets their replies would go out on close), then the connections
-    are closed, the app's lifespan shutdown runs and KeyboardInterrupt is raised here."""
+def serve(app: Any, sock: socket.socket, *, on_started: Callable[[], None] | None = None, limits: DoorLimits | None = None) -> None:
+    """Run `app` on the bound socket, under `limits`, until Ctrl-C or SIGTERM; then the app's
+    lifespan shutdown runs and KeyboardInterrupt is raised here."""
     import uvicorn
 
     limits = limits or DoorLimits()
@@ -210,14 +207,6 @@ def serve(app: Any, sock: socket.socket, *, on_started: Callable[[], None] | Non
                 on_started()
 
         server.startup = startup  # type: ignore[method-assign]
-    if on_stopping is not None:
-        shutdown = server.shutdown
-
-        async def stopping_first(sockets: Any = None) -> None:
-            await on_stopping()
-            await shutdown(sockets=sockets)
-
-        server.shutdown = stopping_first  # type: ignore[method-assign]
     # uvicorn re-raises the signal that stopped it once it has shut down: SIGTERM then comes
     # back as KeyboardInterrupt too, so every way of stopping ends as `interrupted`. The
     # command line's own handler (which also notes the interruption) is kept where it is set.
