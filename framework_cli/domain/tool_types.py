@@ -72,3 +72,10 @@ class CallWatch:
 
     def cancel(self) -> None:
         self.cancelled.set()
+
+
+def long_work(run_sync: Any) -> Any:
+    """Where a tool handler that may wait long runs (a blocking tool, an MCP server's start, an
+    external runner, a platform action over plain HTTP): the engine's threads for long work,
+    `run_sync.blocking`, where `run_sync` has them (`engine.aio.Threads`); else `run_sync`."""
+    return getattr(run_sync, "blocking", run_sync)

@@ -18,7 +18,7 @@ from ..dialects import dialect_for
 from ..domain.identities import get_binding
 from ..domain.probes import provider_key
 from ..domain.runs import EXTERNAL, frozen_data, run_end
-from ..domain.tool_types import Caller, CallWatch
+from ..domain.tool_types import Caller, CallWatch, long_work
 from ..errors import FwError, without_lone_surrogates
 from ..home.kinds import KINDS, check_name
 from ..home.records import resource_names
@@ -91,8 +91,7 @@ async def arun_agent(
             on_event({"type": "started", "run": record})
         if (record.get("runner") or {}).get("type") == EXTERNAL:
             job = RunJob(home, record, token, sources, message, history, on_event)
-            runner = getattr(run_sync, "blocking", run_sync)  # it waits for its program, up to the timeout
-            doc = await runner(ExternalRunner(gateway, timeout if timeout is not None else DEFAULT_RUNNER_TIMEOUT).run, job)
+            doc = await long_work(run_sync)(ExternalRunner(gateway, timeout if timeout is not None else DEFAULT_RUNNER_TIMEOUT).run, job)
             said = [{"role": "user", "content": message}, {"role": "assistant", "content": doc["answer"]}]
         else:
             turn = Turn(message, history, max_rounds if max_rounds is not None else record.get("max_rounds"),
@@ -107,7 +106,7 @@ async def arun_agent(
         raise
     finally:
         # stopping its MCP servers or plugins may take seconds: on the threads for long work
-        closer = getattr(run_sync, "blocking", run_sync) if sources.holds_processes else run_sync
+        closer = long_work(run_sync) if sources.holds_processes else run_sync
         await closer(_close_and_end, home, sources, run_id)
 
 
@@ -115,13 +114,12 @@ async def _opened(home: Home, run_sync: Any, **start: Any) -> tuple[dict[str, An
     """The run started, driven by this process: on `run_sync` (short work), or on its threads
     for long work when it starts MCP servers or plugins or probes the sandbox (a server that
     takes a minute to start then holds up only this run)."""
-    long = getattr(run_sync, "blocking", None)
-    if long is None:
+    if long_work(run_sync) is run_sync:  # one pool for every kind of work
         return await run_sync(open_run, home, owned=True, **start)  # type: ignore[no-any-return]
     try:
         return await run_sync(open_run, home, owned=True, quick=True, **start)  # type: ignore[no-any-return]
-    except WouldWait:
-        return await long(open_run, home, owned=True, **start)  # type: ignore[no-any-return]
+    except WouldWait:  # its MCP servers, plugins or sandbox probe may take long
+        return await long_work(run_sync)(open_run, home, owned=True, **start)  # type: ignore[no-any-return]
 
 
 INPUT_KEPT = 65536  # characters of the input text kept in the run record (fw_get_current_event)

@@ -97,7 +97,7 @@ class Engine:
         self.running: dict[asyncio.Task[Any], Item] = {}
         self.runs: dict[tuple[str, int], str] = {}  # (kind, id) -> the run it is in, once started
         self.ended_runs = 0  # ended by a stop
-        self.stopped_starting = 0  # work stopped before its run had started (put back)
+        self.stopped_starting = 0  # work stopped before its run had started (put back or cancelled, as its source decides)
         self._wake: asyncio.Event | None = None
         self._stopping = False
         self._background: set[asyncio.Future[Any]] = set()
@@ -140,7 +140,8 @@ class Engine:
     async def stop(self) -> None:
         """Claim nothing more; end every run in flight (so none of them acts again) and put its
         work back or cancel it; wait for the tasks to unwind. Work whose run is still starting
-        (its MCP servers slow to answer, say) is put back and counted in `stopped_starting`:
+        (its MCP servers slow to answer, say) is counted in `stopped_starting` (its source puts
+        it back or cancels it):
         the command that stops then stops the programs those starts began."""
         self._stopping = True
         items = dict(self.running)

@@ -13,7 +13,7 @@ from typing import Any
 
 from ..domain.bots import find_bot, load_bot
 from ..domain.catalogue import CATALOGUE, PlatformTool
-from ..domain.tool_types import Tool
+from ..domain.tool_types import Tool, long_work
 from ..errors import FwError
 from ..home import secrets
 from ..home.store import Home
@@ -60,7 +60,7 @@ async def acall_platform_tool(home: Home, run: dict[str, Any], tool: PlatformToo
     adapter, params = await run_sync(prepared_call, home, run, tool, args)
     acall = getattr(adapter, "acall", None)
     if acall is None:
-        return await getattr(run_sync, "blocking", run_sync)(adapter.call, tool.api, params)  # type: ignore[no-any-return]
+        return await long_work(run_sync)(adapter.call, tool.api, params)  # type: ignore[no-any-return]
     return await acall(tool.api, params, run_sync)  # type: ignore[no-any-return]
 
 

@@ -26,7 +26,6 @@ request id, so that the server can stop working on it.
 
 from __future__ import annotations
 
-import base64
 import concurrent.futures
 import contextlib
 import itertools
@@ -42,11 +41,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import __version__
-from ..errors import FwError, refuse_lone_surrogates, without_lone_surrogates
+from ..errors import FwError, without_lone_surrogates
 from ..home import secrets
 from ..home.secrets import redact
 from ..http_client import SseReader, UnreadableStream, bare_tls_context
-from .documents import redact_document
+from .mcp_documents import MESSAGE_CHARS, cut_line, tool_entry, tool_result_document
 from .supervisor import helper_command
 
 if sys.version_info < (3, 11):  # pragma: no cover
@@ -55,10 +54,8 @@ if sys.version_info < (3, 11):  # pragma: no cover
 INHERITED_ENV = ("PATH", "HOME", "LANG", "TERM")  # all a stdio server gets of fw's environment
 CLOSE_TIMEOUT = 10.0  # for every server to close at the run's end; stdio shutdown is bounded below this
 _LIST_PAGES = 100  # a server whose tool list never ends cannot hang the start
-_MESSAGE_CHARS = 300
 PROTOCOL_VERSION = "2025-06-18"  # what fw asks for; a server may answer with another it speaks
 STDERR_LINES = 20  # the last lines of a server's stderr kept, to say why it failed
-STDERR_LINE_CHARS = 500  # of each line shown, cut after the line was redacted
 STDERR_LINE_KEPT = 16384  # bytes of each line kept (more than is shown, so a secret across the cut is still whole)
 STDERR_SHOWN_CHARS = 1500
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024  # one JSON-RPC line; a server sending more is dropped
@@ -67,7 +64,7 @@ TIMEOUT_SECONDS = 60.0  # a tool call's idle limit, unless the mcp says otherwis
 STARTUP_SECONDS = 10.0  # to start and list the tools
 HARD_LIMIT_TIMES = 10  # max_seconds, unless given: this many times timeout_seconds
 CANCEL_WAIT = 1.0  # for calls being cancelled to send their notifications/cancelled, as the connections close
-PROGRESS_MESSAGE_CHARS = 200
+PROGRESSMESSAGE_CHARS = 200
 
 # The SDK's stdio client always adds the parent's HOME, LOGNAME, PATH, SHELL, TERM and USER to
 # a server's environment, and stops only the server's own process group. So each server runs
@@ -397,7 +394,7 @@ def progress_document(params: Any) -> dict[str, Any] | None:
         doc["total"] = total
     if isinstance(message, str) and message.strip():
         text = " ".join(without_lone_surrogates(redact(message)).split())
-        doc["message"] = text if len(text) <= PROGRESS_MESSAGE_CHARS else text[:PROGRESS_MESSAGE_CHARS] + "..."
+        doc["message"] = text if len(text) <= PROGRESSMESSAGE_CHARS else text[:PROGRESSMESSAGE_CHARS] + "..."
     return doc
 
 
@@ -444,7 +441,7 @@ class _Connection:
 
     def with_stderr(self, message: str) -> str:
         """The message, and the last lines the server wrote to its stderr (redacted), if any."""
-        lines = [_cut_line(redact(line)) for line in self.stderr if line.strip()]  # redacted first, then cut
+        lines = [cut_line(redact(line)) for line in self.stderr if line.strip()]  # redacted first, then cut
         if not lines:
             return message
         text = "\n".join(lines)
@@ -1001,124 +998,13 @@ async def _http_refusal(response: Any, in_session: bool) -> str:
         data += chunk
         if len(data) >= 65536:
             break
-    shown = _MESSAGE_CHARS // 2
+    shown = MESSAGE_CHARS // 2
     text = redact(data.decode("utf-8", "replace"))
     text = " ".join(text[:shown].split()) + ("..." if len(text) > shown else "")
     status = f"HTTP {response.status_code} {response.reason_phrase}".strip()
     if response.status_code == 404 and in_session:
         return f"the server ended fw's session ({status})"
     return f"{status}: {text}" if text else status
-
-
-# -- what a server says, as fw's documents ---------------------------------------------------
-def tool_entry(raw: Any) -> dict[str, Any]:
-    """One listed tool as the server gave it, redacted; the projection judges name and schema."""
-    raw = raw if isinstance(raw, dict) else {}
-    annotations = raw.get("annotations") if isinstance(raw.get("annotations"), dict) else {}
-    name, description, title = raw.get("name"), raw.get("description"), raw.get("title") or annotations.get("title")
-    execution = raw.get("execution") if isinstance(raw.get("execution"), dict) else {}
-    task_support = execution.get("taskSupport")
-    return {
-        "name": name if isinstance(name, str) else "",
-        "title": without_lone_surrogates(redact(title)) if isinstance(title, str) else None,
-        "description": without_lone_surrogates(redact(description)) if isinstance(description, str) else "",
-        "input_schema": redact_document(raw.get("inputSchema")),
-        "annotations": {k: v for k, v in annotations.items() if k in ("readOnlyHint", "destructiveHint") and isinstance(v, bool)},
-        "task_support": task_support if task_support in ("forbidden", "optional", "required") else None,
-    }
-
-
-def tool_result_document(result: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """An MCP tool result as fw's document (its content, whether it is an error, and its
-    structured content, each redacted), and the bytes of its binary content apart.
-
-    Content as every front door shows it: a text part, or an embedded resource's text, as its
-    text; a `resource_link` as `{"type", "uri", "name", "mimeType"?}`; an embedded resource's
-    blob as `{"type": "resource", "uri", "mimeType", "size"}`, an image or audio as
-    `{"type", "mimeType", "size"}`: their bytes only go on through MCP (`fw mcp serve`)."""
-    parts = result.get("content")
-    structured = result.get("structuredContent")
-    attachments: list[dict[str, Any]] = []
-    doc = {
-        "content": [_content_item(part, attachments) for part in parts] if isinstance(parts, list) else [],
-        "is_error": result.get("isError") is True,
-        "structured": redact_document(structured) if structured is not None else None,
-    }
-    refuse_lone_surrogates(doc, "", "the MCP server's result")
-    return doc, attachments
-
-
-RESULT_CAP = 64 * 1024  # bytes of a tool result a model reads (CONTRACT section 6)
-
-
-def capped(doc: dict[str, Any], cap: int = RESULT_CAP) -> dict[str, Any]:
-    """A tool result document cut to `cap` bytes of text, saying whether it was
-    (`truncated`): the text parts first, in order; structured content only if it still fits."""
-    left, parts, truncated = cap, [], False
-    for item in doc["content"]:
-        if not isinstance(item, str):  # an item that stands for binary content or a link: whole, or not at all
-            size = len(json.dumps(item, ensure_ascii=False).encode("utf-8"))
-            if size > left:
-                truncated = True
-                break
-            parts.append(item)
-            left -= size
-            continue
-        data = item.encode("utf-8")
-        if len(data) > left:
-            item, truncated = data[:left].decode("utf-8", "ignore"), True
-        parts.append(item)
-        left -= len(item.encode("utf-8"))
-        if truncated:
-            break
-    structured = doc["structured"]
-    if structured is not None and (truncated or len(json.dumps(structured, ensure_ascii=False).encode("utf-8")) > left):
-        structured, truncated = None, True
-    return {**doc, "content": parts, "structured": structured, "truncated": truncated}
-
-
-def _content_item(part: Any, attachments: list[dict[str, Any]]) -> Any:
-    """One content part of a result, as fw's document shows it (see `tool_result_document`);
-    the bytes of binary content go to `attachments`, unless they hold a secret value."""
-    part = part if isinstance(part, dict) else {}
-    kind = part.get("type") if isinstance(part.get("type"), str) else "content"
-    if kind == "text":
-        return redact(str(part.get("text", "")))
-    if kind == "resource_link":
-        link = {"type": kind, "uri": _shown(part.get("uri")), "name": _shown(part.get("name"))}
-        if isinstance(part.get("mimeType"), str):
-            link["mimeType"] = _shown(part["mimeType"])
-        return link
-    if kind == "resource":
-        resource = part.get("resource") if isinstance(part.get("resource"), dict) else {}
-        if isinstance(resource.get("text"), str):
-            return redact(resource["text"])
-        mime = resource.get("mimeType") or "application/octet-stream"
-        item = {"type": kind, "uri": _shown(resource.get("uri")), "mimeType": _shown(mime)}
-        return _binary(item, resource.get("blob"), "blob", attachments)
-    if kind in ("image", "audio"):
-        item = {"type": kind, "mimeType": _shown(part.get("mimeType") or "application/octet-stream")}
-        return _binary(item, part.get("data"), "data", attachments)
-    return {"type": _shown(kind)[:50]}
-
-
-def _shown(value: Any) -> str:
-    return without_lone_surrogates(redact(value)) if isinstance(value, str) else ""
-
-
-def _binary(item: dict[str, Any], encoded: Any, key: str, attachments: list[dict[str, Any]]) -> dict[str, Any]:
-    """Binary content as its size; its bytes (base64) kept apart for MCP, unless they do not
-    decode or hold a secret value (then the item says it was withheld)."""
-    try:
-        data = base64.b64decode(encoded, validate=True) if isinstance(encoded, str) else b""
-    except ValueError:
-        return {**item, "size": 0, "withheld": "its data is not base64"}
-    item["size"] = len(data)
-    text = data.decode("latin-1")
-    if redact(text) != text:
-        return {**item, "withheld": "it holds a secret value"}
-    attachments.append({**item, key: encoded})
-    return item
 
 
 def describe_failure(exc: BaseException) -> str:
@@ -1134,9 +1020,5 @@ def describe_failure(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
-def _cut_line(line: str) -> str:
-    return line if len(line) <= STDERR_LINE_CHARS else line[:STDERR_LINE_CHARS] + "..."
-
-
 def _cut(text: str) -> str:
-    return text[:_MESSAGE_CHARS] + "..." if len(text) > _MESSAGE_CHARS else text
+    return text[:MESSAGE_CHARS] + "..." if len(text) > MESSAGE_CHARS else text

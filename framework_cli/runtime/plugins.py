@@ -32,6 +32,7 @@ from typing import Any
 from ..errors import FwError
 from ..home.secrets import redact
 from ..home.store import Home
+from .mcp_documents import RESULT_CAP
 from .sandbox import SYSTEM, Box, confine, hidden_paths, is_within
 from .supervisor import start_supervised
 
@@ -40,7 +41,6 @@ LOAD_SECONDS = 10.0  # a plugin gets this long (or its timeout, if shorter) to l
 KEPT_ENV = ("PATH", "HOME", "LANG", "TERM", "PYTHONPATH")  # PYTHONPATH: where Python finds plugins, as fw's own does
 STOP_SECONDS = 2.0
 STDERR_KEPT = 4096  # bytes of a plugin process's standard error kept, to say why it ended
-RESULT_CAP = 64 * 1024  # bytes of a tool's result a model reads (CONTRACT section 6)
 _END = object()
 
 

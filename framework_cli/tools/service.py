@@ -26,7 +26,7 @@ from ..domain.runs import (
     run_start,
     unless_abandoned,
 )
-from ..domain.tool_types import Caller, CallWatch, Tool
+from ..domain.tool_types import Caller, CallWatch, Tool, long_work
 from ..errors import FwError, refuse_lone_surrogates
 from ..home.kinds import BUILTIN_GROUPS
 from ..home.store import Home
@@ -79,6 +79,12 @@ def sources_now(home: Home, definition: dict[str, Any], model_tool_call: bool, h
             snapshot.plugin_tools, snapshot.plugin_unavailable = listing.result()
     snapshot.skills = {name: skill_description(part) for name, part in (frozen.get("skills") or {}).items()}
     return snapshot
+
+
+def sources_may_wait(definition: dict[str, Any], frozen: dict[str, Any]) -> bool:
+    """Whether `sources_now` may wait long for what `definition` uses: its MCP servers started,
+    its plugins listed, the sandbox probed (each can take seconds or more)."""
+    return bool(frozen.get("mcps") or frozen.get("plugins") or needs_sandbox(definition))
 
 
 class _Listing:
@@ -202,7 +208,7 @@ def open_run(
     held: list[Any] = []
 
     def project(start: Any) -> Any:
-        if quick and (start.frozen.get("mcps") or start.frozen.get("plugins") or needs_sandbox(start.definition)):
+        if quick and sources_may_wait(start.definition, start.frozen):
             raise WouldWait
         return _project_tools(home, start, held)
 
@@ -430,7 +436,7 @@ async def acall_tool(home: Home, caller: Caller, name: str, args: Any, sources: 
         if tool.ahandler is not None:
             result = await tool.ahandler(home, caller, args, run_sync)
         else:
-            result = await getattr(run_sync, "blocking", run_sync)(tool.handler, home, caller, args)
+            result = await long_work(run_sync)(tool.handler, home, caller, args)
     except BaseException as exc:
         await run_sync(_audit_failure, home, caller, name, args, None, exc)
         raise

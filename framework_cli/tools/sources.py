@@ -16,6 +16,7 @@ from typing import Any
 
 from ..domain.plugins import secret_settings
 from ..domain.runs import frozen_part
+from ..domain.tool_types import long_work
 from ..errors import FwError
 from ..home import secrets
 from ..home.kinds import KINDS
@@ -27,9 +28,9 @@ from ..runtime.mcp_client import (
     TIMEOUT_SECONDS,
     McpConnections,
     ServerSpec,
-    capped,
     check_hint,
 )
+from ..runtime.mcp_documents import capped
 from ..runtime.plugins import PluginProcess
 
 
@@ -152,7 +153,7 @@ class RunSources:
         import asyncio
 
         run_sync = run_sync or asyncio.to_thread
-        connection = await getattr(run_sync, "blocking", run_sync)(self._connection, server)
+        connection = await long_work(run_sync)(self._connection, server)
         return self._checked_result(server, tool, await connection.acall(server, tool, args, watch))
 
     def _checked_result(self, server: str, tool: str, result: dict[str, Any]) -> dict[str, Any]:
