@@ -52,7 +52,7 @@ def async_http_client(scheme: str, shard: int = 0) -> Any:
     if client is None:
         import httpx
 
-        verify: Any = tls_context() if scheme == "https" else bare_tls_context()
+        verify: Any = tls_context() if scheme == "https" else shared_bare_tls_context()
         client = _async_clients[key] = httpx.AsyncClient(verify=verify, follow_redirects=False, **_async_transport(verify),
                                                          limits=httpx.Limits(max_connections=None, max_keepalive_connections=64))
     return client
@@ -72,16 +72,211 @@ async def close_async_clients() -> None:
 
 
 def _async_transport(verify: Any) -> dict[str, Any]:
-    import socket
-    import urllib.request
-
+    """A transport whose connections speak asyncio itself (see `AsyncioBackend`); where the
+    environment names a proxy, httpx's own, which reads it from there."""
+    import httpcore
     import httpx
 
-    if urllib.request.getproxies():
+    if _proxied():
         return {}
-    nodelay = [(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]
-    return {"transport": httpx.AsyncHTTPTransport(verify=verify, socket_options=nodelay,
-                                                  limits=httpx.Limits(max_connections=None, max_keepalive_connections=64))}
+    limits = httpx.Limits(max_connections=None, max_keepalive_connections=64)
+    transport = httpx.AsyncHTTPTransport(verify=verify, limits=limits)
+    if hasattr(transport, "_pool"):  # httpx keeps its pool there; an httpx that does not keeps its own backend
+        transport._pool = httpcore.AsyncConnectionPool(ssl_context=verify, max_connections=limits.max_connections,
+                                                       max_keepalive_connections=limits.max_keepalive_connections,
+                                                       keepalive_expiry=limits.keepalive_expiry, network_backend=AsyncioBackend())
+    return {"transport": transport}
+
+
+_proxies: list[bool] = []
+
+
+def _proxied() -> bool:
+    """Whether the environment names a proxy (read once: it is read from every variable)."""
+    if not _proxies:
+        import urllib.request
+
+        _proxies.append(bool(urllib.request.getproxies()))
+    return _proxies[0]
+
+
+# -- an asyncio network backend for httpcore ----------------------------------------------------
+# httpcore reaches the network through anyio by default: a cancel scope, a task group for each
+# connection and a checkpoint for each read and write, about a millisecond of the event loop
+# for each request, which hundreds of runs at once pay in turn. These talk to asyncio's own
+# transports instead: a read waits on a future, a timeout is a timer. httpcore's interface:
+# `AsyncNetworkBackend` and `AsyncNetworkStream` (connect, read, write, start_tls, extra info).
+READ_HIGH_WATER = 256 * 1024  # bytes read ahead of the reader before the socket is paused
+
+
+class AsyncioStream:
+    """One connection: an asyncio protocol that keeps what arrives until httpcore reads it."""
+
+    def __init__(self) -> None:
+        import asyncio
+
+        self._loop = asyncio.get_running_loop()
+        self._transport: Any = None
+        self._buffer = bytearray()
+        self._eof = False
+        self._lost: BaseException | None = None
+        self._waiter: Any = None  # a read waiting for bytes
+        self._drained: Any = None  # a write waiting for the transport to take more
+        self._reading_paused = False
+
+    # the protocol side (asyncio calls these)
+    def connection_made(self, transport: Any) -> None:
+        self._transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        self._buffer += data
+        if len(self._buffer) > READ_HIGH_WATER and not self._reading_paused:
+            self._reading_paused = True
+            self._transport.pause_reading()
+        self._wake()
+
+    def eof_received(self) -> bool:
+        self._eof = True
+        self._wake()
+        return False  # close the transport: nothing more is sent on an HTTP connection the server ended
+
+    def connection_lost(self, exc: BaseException | None) -> None:
+        self._eof, self._lost = True, exc
+        self._wake()
+        if self._drained is not None and not self._drained.done():
+            self._drained.set_result(None)
+
+    def pause_writing(self) -> None:
+        self._drained = self._loop.create_future()
+
+    def resume_writing(self) -> None:
+        if self._drained is not None and not self._drained.done():
+            self._drained.set_result(None)
+        self._drained = None
+
+    def _wake(self) -> None:
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
+
+    async def _wait(self, future: Any, timeout: float | None) -> None:
+        timer = None if timeout is None else self._loop.call_later(timeout, _expire, future)
+        try:
+            await future
+        finally:
+            if timer is not None:
+                timer.cancel()
+
+    # the stream side (httpcore calls these)
+    async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        import httpcore
+
+        if not self._buffer and not self._eof:
+            self._waiter = self._loop.create_future()
+            try:
+                await self._wait(self._waiter, timeout)
+            except TimeoutError:
+                raise httpcore.ReadTimeout("timed out reading") from None
+            finally:
+                self._waiter = None
+        if self._buffer:
+            data = bytes(self._buffer[:max_bytes])
+            del self._buffer[:max_bytes]
+            if self._reading_paused and len(self._buffer) <= READ_HIGH_WATER // 4:
+                self._reading_paused = False
+                self._transport.resume_reading()
+            return data
+        if self._lost is not None:
+            raise httpcore.ReadError(f"the connection was lost ({type(self._lost).__name__})")
+        return b""
+
+    async def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        import httpcore
+
+        if not buffer:
+            return
+        if self._lost is not None or self._transport.is_closing():
+            raise httpcore.WriteError("the connection is closed")
+        self._transport.write(buffer)
+        if self._drained is not None:
+            try:
+                await self._wait(self._drained, timeout)
+            except TimeoutError:
+                raise httpcore.WriteTimeout("timed out writing") from None
+            if self._lost is not None:
+                raise httpcore.WriteError("the connection was lost while writing")
+
+    async def aclose(self) -> None:
+        if self._transport is not None:
+            self._transport.close()
+
+    async def start_tls(self, ssl_context: Any, server_hostname: str | None = None, timeout: float | None = None) -> AsyncioStream:
+        import ssl
+
+        import httpcore
+
+        try:
+            self._transport = await self._loop.start_tls(self._transport, self, ssl_context, server_hostname=server_hostname,
+                                                         ssl_handshake_timeout=timeout)
+        except TimeoutError:
+            self._transport.close()
+            raise httpcore.ConnectTimeout("timed out in the TLS handshake") from None
+        except (OSError, ssl.SSLError) as exc:
+            self._transport.close()
+            raise httpcore.ConnectError(str(exc)) from None
+        return self
+
+    def get_extra_info(self, info: str) -> Any:
+        if info == "is_readable":  # an idle kept-alive connection the server closed, or sent something on
+            return self._eof or bool(self._buffer)
+        names = {"client_addr": "sockname", "server_addr": "peername"}
+        return self._transport.get_extra_info(names.get(info, info)) if self._transport is not None else None
+
+
+def _expire(future: Any) -> None:
+    if not future.done():
+        future.set_exception(TimeoutError())
+
+
+class AsyncioBackend:
+    """httpcore's network backend, on asyncio's transports."""
+
+    async def connect_tcp(self, host: str, port: int, timeout: float | None = None, local_address: str | None = None,
+                          socket_options: Any = None) -> AsyncioStream:
+        import asyncio
+
+        import httpcore
+
+        loop = asyncio.get_running_loop()
+        try:
+            _, stream = await asyncio.wait_for(loop.create_connection(AsyncioStream, host, port,
+                                                                      local_addr=(local_address, 0) if local_address else None),
+                                               timeout)
+        except (TimeoutError, asyncio.TimeoutError):
+            raise httpcore.ConnectTimeout(f"timed out connecting to {host}:{port}") from None
+        except OSError as exc:
+            raise httpcore.ConnectError(str(exc)) from None
+        for option in socket_options or ():
+            stream.get_extra_info("socket").setsockopt(*option)
+        return stream
+
+    async def connect_unix_socket(self, path: str, timeout: float | None = None, socket_options: Any = None) -> AsyncioStream:
+        import asyncio
+
+        import httpcore
+
+        loop = asyncio.get_running_loop()
+        try:
+            _, stream = await asyncio.wait_for(loop.create_unix_connection(AsyncioStream, path), timeout)
+        except (TimeoutError, asyncio.TimeoutError):
+            raise httpcore.ConnectTimeout(f"timed out connecting to {path}") from None
+        except OSError as exc:
+            raise httpcore.ConnectError(str(exc)) from None
+        return stream
+
+    async def sleep(self, seconds: float) -> None:
+        import asyncio
+
+        await asyncio.sleep(seconds)
 
 
 _tls: list[Any] = []  # the process's one TLS context that verifies servers: loading the CA bundle costs about 50 ms
@@ -106,6 +301,19 @@ def warm() -> None:
     import httpx  # noqa: F401
 
     tls_context()
+
+
+_bare_tls: list[Any] = []
+
+
+def shared_bare_tls_context() -> Any:
+    """One bare TLS context for the process's plain-HTTP async clients (making one costs about
+    a millisecond, and a loop makes up to SHARDS clients)."""
+    if not _bare_tls:
+        with _clients_lock:
+            if not _bare_tls:
+                _bare_tls.append(bare_tls_context())
+    return _bare_tls[0]
 
 
 def bare_tls_context() -> Any:

@@ -44,9 +44,16 @@ def process_id(pid: int) -> str | None:
     return None if fields[0] in ("Z", "X") else f"{pid}:{fields[19]}"
 
 
+_me: dict[int, str] = {}  # pid -> this process as `pid:start` (a forked child has a pid of its own)
+
+
 def me() -> str:
-    """This process, as `pid:start`."""
-    return process_id(os.getpid()) or str(os.getpid())
+    """This process, as `pid:start` (read once: a process's start time never changes)."""
+    pid = os.getpid()
+    known = _me.get(pid)
+    if known is None:
+        known = _me[pid] = process_id(pid) or str(pid)
+    return known
 
 
 def gone_here(process: str) -> bool:

@@ -57,7 +57,7 @@ from framework_cli.domain.resources import resource_write
 from framework_cli.home.store import Home
 
 home_path, pause, body = sys.argv[1], sys.argv[2], sys.argv[3]
-real_fdopen, real_replace = os.fdopen, os.replace
+real_write, real_replace = os.write, os.replace
 CHUNK = 4096
 
 
@@ -66,30 +66,16 @@ def park(what, path):
     time.sleep(600)
 
 
-class SlowFile:
-    def __init__(self, handle, path):
-        self.handle, self.path = handle, path
-
-    def write(self, text):
-        for start in range(0, len(text), CHUNK):
-            if pause == "mid_write" and start <= len(text) // 2 < start + CHUNK:
-                park("paused", self.path)
-            self.handle.write(text[start:start + CHUNK])
-            self.handle.flush()
-        return len(text)
-
-    def __getattr__(self, name):
-        return getattr(self.handle, name)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return self.handle.__exit__(*exc)
-
-
-def slow_fdopen(fd, *args, **kwargs):
-    return SlowFile(real_fdopen(fd, *args, **kwargs), os.readlink(f"/proc/self/fd/{fd}"))
+def slow_write(fd, data):
+    path = os.readlink(f"/proc/self/fd/{fd}")
+    if ".big.md." not in path:
+        return real_write(fd, data)
+    data = bytes(data)
+    for start in range(0, len(data), CHUNK):
+        if pause == "mid_write" and start <= len(data) // 2 < start + CHUNK:
+            park("paused", path)
+        real_write(fd, data[start:start + CHUNK])
+    return len(data)
 
 
 def paused_replace(src, dst, *args, **kwargs):
@@ -100,7 +86,7 @@ def paused_replace(src, dst, *args, **kwargs):
         park("paused", dst)
 
 
-os.fdopen, os.replace = slow_fdopen, paused_replace
+os.write, os.replace = slow_write, paused_replace
 resource_write(Home.open(home_path), "prompt", "big", {"body": body * 400_000 + "\n"})
 print("finished", flush=True)
 """

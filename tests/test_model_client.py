@@ -7,12 +7,13 @@ import os
 import pty
 import re
 import select
+import socket
 import subprocess
 import threading
 import time
 
 import pytest
-from conftest import CANARY, fw, fw_bin, fw_proc, fwj
+from conftest import CANARY, fw, fw_bin, fw_proc, fwj, leaked
 from fakes.chat_server import ChatServer
 
 
@@ -32,6 +33,54 @@ def run_json(*args, code=0):
 def audit_lines(home):
     path = home / "audit.jsonl"
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+# -- the connection -------------------------------------------------------------------------------
+def self_signed(folder):
+    cert, key = folder / "cert.pem", folder / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert), "-days", "2",
+                    "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"], check=True, capture_output=True)
+    return str(cert), str(key)
+
+
+def test_a_model_over_https_is_reached_when_its_certificate_is_trusted_and_refused_clearly_when_not(home, tmp_path):
+    cert, key = self_signed(tmp_path)
+    with ChatServer([{"content": "over tls"}], repeat_last=True, tls=(cert, key)) as server:
+        setup_agent(server.base_url)
+        env = {**os.environ, "FW_HOME": str(home), "SSL_CERT_FILE": cert}
+        trusted = subprocess.run([fw_bin(), "agent", "run", "a1", "--message", "hi", "--json"], capture_output=True, text=True,
+                                 env=env, timeout=60)
+        env.pop("SSL_CERT_FILE")  # the usual CA bundle does not know this server's certificate
+        refused = subprocess.run([fw_bin(), "agent", "run", "a1", "--message", "hi", "--json"], capture_output=True, text=True,
+                                 env=env, timeout=60)
+    assert trusted.returncode == 0, trusted.stderr
+    assert json.loads(trusted.stdout)["answer"] == "over tls"
+    assert len(server.requests) == 1 and server.requests[0]["json"]["model"] == "model-x"
+    assert refused.returncode == 7, refused.stderr
+    error = json.loads(refused.stdout)["error"]
+    assert (error["code"], error["reason"]) == ("unavailable", "model")
+    assert "TLS certificate is not trusted" in error["message"] and "SSL_CERT_FILE" in error["hint"]
+    assert "Traceback" not in refused.stderr
+    assert not leaked(trusted.stdout + trusted.stderr + refused.stdout + refused.stderr)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_an_answer_far_larger_than_what_is_read_ahead_arrives_whole(home, stream):
+    text = "".join(f"line {n:06d} of a long answer\n" for n in range(40_000))  # about 1.2 MB
+    with ChatServer([{"content": text, "stream": stream}]) as server:
+        setup_agent(server.base_url)
+        assert run_json()["answer"] == text
+
+
+def test_a_model_nobody_listens_for_is_unreachable_at_once(home):
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]  # closed again: nothing listens there
+    setup_agent(f"http://127.0.0.1:{port}/v1")
+    started = time.monotonic()
+    error = run_json(code=7)["error"]
+    assert time.monotonic() - started < 20
+    assert error["code"] == "unavailable" and f"could not reach http://127.0.0.1:{port}/v1" in error["message"]
 
 
 # -- retries ---------------------------------------------------------------------------------

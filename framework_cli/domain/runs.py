@@ -22,6 +22,7 @@ import os
 import re
 import secrets as pysecrets
 import shlex
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -347,9 +348,10 @@ def run_start(
     session it is tied to, the event it handles, ...) and, when `owned`, this process as the
     owner that drives it."""
     start = prepare_run(home, principal, agent, lease, context)
+    listing = time.monotonic()
     projection = project(start)
-    if start.mode == "managed":  # the binding may have changed while the tools were listed
-        _same_binding(home, start)
+    if start.mode == "managed" and time.monotonic() - listing > SLOW_LISTING_SECONDS:
+        _same_binding(home, start)  # the binding may have changed while the tools were listed (MCP servers started)
     started = _now()
     run_id = f"run-{started.strftime('%Y%m%dT%H%M%S')}-{pysecrets.token_hex(4)}"
     # A new record, under its own lock: the home's lock would make every run's start wait for
@@ -395,6 +397,11 @@ def run_start(
             run_end(home, run_id)
             raise
     return {**present(record), "gateway_token": token}
+
+
+# A listing of tools that took longer than this (MCP servers or plugins started) has the binding
+# looked at again before the record is written; the look after the write holds in every case.
+SLOW_LISTING_SECONDS = 0.05
 
 
 def _same_binding(home: Home, start: RunStart) -> None:

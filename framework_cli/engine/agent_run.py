@@ -166,7 +166,7 @@ def _loop_parts(home: Home, record: dict[str, Any], turn: Turn) -> tuple[ChatCli
     """What the loop needs of the home (read from files): the model, the prompt, the tools."""
     caller = Caller("run", record["run_id"], record)
     return (chat_client(home, record, turn.timeout, stream=turn.stream), system_prompt(home, record),
-            list_tools(home, caller)["tools"])
+            list_tools(home, caller, fresh=True)["tools"])
 
 
 def _close_and_end(home: Home, sources: Any, run_id: str) -> None:

@@ -143,6 +143,10 @@ class ChatClient:
             raise _Retryable(f"the connection to {self.url} was dropped ({type(exc).__name__})",
                              "the model server closed the connection; try again, or check it is running", None) from None
         except httpx.HTTPError as exc:
+            if "CERTIFICATE_VERIFY_FAILED" in str(exc):  # the TLS library's words: no request header in them
+                raise self._failure(f"could not reach {self.url}: its TLS certificate is not trusted",
+                                    "if the server is yours, set SSL_CERT_FILE to a file that holds its certificate "
+                                    "(or its CA's); otherwise check the provider's base_url") from None
             raise self._failure(f"could not reach {self.url}: {type(exc).__name__}",
                                 "check the provider's base_url and the network") from None
 

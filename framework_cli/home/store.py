@@ -60,6 +60,17 @@ def write_failure(exc: OSError, rel: str) -> FwError:
                    "check that the home's folders are folders fw may write (`fw home check`)", path=rel)
 
 
+def _temp_file(folder: str, name: str) -> tuple[int, str]:
+    """A new temp file beside `name` in `folder`, open for writing, only its owner may read it:
+    (its descriptor, its path), named as `is_temp_file` knows it."""
+    while True:
+        path = f"{folder}/.{name}.{os.urandom(6).hex()}.tmp"
+        try:
+            return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o600), path
+        except FileExistsError:
+            continue
+
+
 def is_temp_file(name: str) -> bool:
     """A temp file of an interrupted atomic write (`write_text`, the index)."""
     return name.startswith(".") and name.endswith(".tmp")
@@ -207,7 +218,7 @@ class Home:
         if self._planned is not None and rel in self._planned:
             return self._planned[rel]
         try:
-            with open(self.root / rel, encoding="utf-8") as handle:
+            with open(f"{self._root}/{rel}", encoding="utf-8") as handle:
                 return handle.read()
         except (FileNotFoundError, NotADirectoryError):
             return None
@@ -217,7 +228,7 @@ class Home:
     def exists(self, rel: str) -> bool:
         if self._planned is not None and rel in self._planned:
             return self._planned[rel] is not None
-        return (self.root / rel).exists()
+        return os.path.exists(f"{self._root}/{rel}")
 
     # -- writing -------------------------------------------------------------------------
     def write_text(self, rel: str, text: str, *, secret: bool = False) -> None:
@@ -226,20 +237,23 @@ class Home:
         if self._planned is not None:
             self._record("write", rel, text, secret=secret)
             return
-        import tempfile
-
-        target = self.root / rel
+        data = text.encode("utf-8")
+        target = f"{self._root}/{rel}"
+        folder, _, name = target.rpartition("/")
         try:
-            self._make_dirs(target.parent, secret=secret)
-            fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+            self._make_dirs(Path(folder), secret=secret)
+            fd, tmp = _temp_file(folder, name)
         except OSError as exc:  # a file where a folder belongs, a read-only folder, a full disk
             raise write_failure(exc, rel) from None
         try:
-            with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
-                handle.write(text)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.chmod(tmp, 0o600 if secret else 0o644)
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view):]
+                os.fsync(fd)
+                os.fchmod(fd, 0o600 if secret else 0o644)
+            finally:
+                os.close(fd)
             os.replace(tmp, target)
         except BaseException as exc:
             try:
@@ -249,10 +263,10 @@ class Home:
             if isinstance(exc, OSError):
                 raise write_failure(exc, rel) from None
             raise
-        self._fsync_dir(target.parent)
+        self._fsync_dir(folder)
 
     def _make_dirs(self, folder: Path, *, secret: bool) -> None:
-        if folder.is_dir():
+        if os.path.isdir(folder):
             return
         if secret:
             secrets_root = self.root / SECRETS_DIR
@@ -263,7 +277,7 @@ class Home:
             folder.mkdir(parents=True, exist_ok=True)
 
     @staticmethod
-    def _fsync_dir(folder: Path) -> None:
+    def _fsync_dir(folder: Path | str) -> None:
         fd = os.open(folder, os.O_RDONLY)
         try:
             os.fsync(fd)
@@ -520,13 +534,11 @@ class Home:
     def _write_index(self, name: str, text: str) -> list[int] | None:
         """The index is only a cache: a home it cannot be written in (read-only, a full disk)
         is simply not cached, and no temp file is left behind. The stamp of the file written."""
-        import tempfile
-
         tmp = None
         try:
             folder = self.root / INDEX_DIR
             folder.mkdir(exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=folder)
+            fd, tmp = _temp_file(str(folder), f"{name}.json")
             with os.fdopen(fd, "w", encoding="utf-8") as handle:
                 handle.write(text)
             os.chmod(tmp, 0o644)

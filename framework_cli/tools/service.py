@@ -307,13 +307,16 @@ def caller_for(home: Home, manager: bool, run_id: str | None) -> Caller:
     return Caller("run", run_id=resolve_run_id(home, run_id) if RUN_ID_PART_RE.fullmatch(run_id or "") else run_id)
 
 
-def list_tools(home: Home, caller: Caller, *, assets: bool = False) -> dict[str, Any]:
+def list_tools(home: Home, caller: Caller, *, assets: bool = False, fresh: bool = False) -> dict[str, Any]:
     """The tools a caller has: every tool for the Manager, the snapshot's tools for a run (and,
-    through the gateway, the asset tools its harness permits)."""
+    through the gateway, the asset tools its harness permits). `fresh`: the caller's record
+    was written by this process a moment ago (the run it just started), and is not read again;
+    every call is checked against the record as it stands then."""
 
     if caller.is_manager:
         return {"tools": [describe(t, t.name) for t in manager_tools()]}
-    run = active_run(home, caller.run_id)  # type: ignore[arg-type]  # an ended run lists nothing, as it calls nothing
+    # an ended run lists nothing, as it calls nothing
+    run = caller.run if fresh and caller.run is not None else active_run(home, caller.run_id)  # type: ignore[arg-type]
     _still_may_act(home, run, "", {})
     tools = [describe(_granted(home, run, n, None), n) for n in run["tools"]]
     if assets:

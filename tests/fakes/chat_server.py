@@ -27,6 +27,7 @@ Each POST to /v1/chat/completions takes the next step of the script:
                            last user message (so each answer says which message it answers)
   {"reasoning": "..."}     added to a reply: a thinking model's `reasoning_content` beside the
                            answer (streamed first, in pieces, as DeepSeek streams it)
+With `tls=(certificate file, key file)` it speaks HTTPS (its base_url says so).
 When the script runs out, the last step repeats (repeat_last=True) or the answer is 500.
 With `thinking=True` the server is as strict as DeepSeek's thinking mode: within the turn of a
 request (after its last user message), an assistant message with tool calls this server
@@ -61,7 +62,8 @@ class _QuietServer(ThreadingHTTPServer):
 
 
 class ChatServer:
-    def __init__(self, script: list[dict[str, Any]], *, repeat_last: bool = False, thinking: bool = False) -> None:
+    def __init__(self, script: list[dict[str, Any]], *, repeat_last: bool = False, thinking: bool = False,
+                 tls: tuple[str, str] | None = None) -> None:
         self.script = list(script)
         self.repeat_last = repeat_last
         self.thinking = thinking
@@ -71,12 +73,19 @@ class ChatServer:
         self.connections: list[Any] = []  # every accepted socket, closed on exit
         self._lock = threading.Lock()
         self._server = _QuietServer(("127.0.0.1", 0), _handler_for(self))
+        self.tls = tls
+        if tls is not None:  # (certificate file, key file): the server speaks HTTPS
+            import ssl
+
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(*tls)
+            self._server.socket = context.wrap_socket(self._server.socket, server_side=True)
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
     @property
     def base_url(self) -> str:
         host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}/v1"
+        return f"{'https' if self.tls else 'http'}://{host}:{port}/v1"
 
     def __enter__(self) -> ChatServer:
         self._thread.start()
