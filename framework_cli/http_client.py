@@ -96,7 +96,7 @@ def _proxied() -> bool:
     if not _proxies:
         import urllib.request
 
-        _proxies.append(bool(urllib.request.getproxies()))
+        _proxies.append(any(scheme != "no" for scheme in urllib.request.getproxies()))  # NO_PROXY alone names none
     return _proxies[0]
 
 
@@ -132,8 +132,18 @@ class AsyncioStream:
         self._buffer += data
         if len(self._buffer) > READ_HIGH_WATER and not self._reading_paused:
             self._reading_paused = True
-            self._transport.pause_reading()
+            self._reading(pause=True)
         self._wake()
+
+    def _reading(self, *, pause: bool) -> None:
+        """Pause or resume the socket's reading; a connection lost meanwhile has nothing to
+        pause (and Python 3.10's TLS transport then fails on its own lost one)."""
+        if self._lost is not None or self._eof:
+            return
+        try:
+            self._transport.pause_reading() if pause else self._transport.resume_reading()
+        except (AttributeError, RuntimeError):
+            pass
 
     def eof_received(self) -> bool:
         self._eof = True
@@ -183,7 +193,7 @@ class AsyncioStream:
             del self._buffer[:max_bytes]
             if self._reading_paused and len(self._buffer) <= READ_HIGH_WATER // 4:
                 self._reading_paused = False
-                self._transport.resume_reading()
+                self._reading(pause=False)
             return data
         if self._lost is not None:
             raise httpcore.ReadError(f"the connection was lost ({type(self._lost).__name__})")
@@ -210,14 +220,19 @@ class AsyncioStream:
             self._transport.close()
 
     async def start_tls(self, ssl_context: Any, server_hostname: str | None = None, timeout: float | None = None) -> AsyncioStream:
+        import asyncio
         import ssl
 
         import httpcore
 
+        if self._eof or self._lost is not None or self._transport.is_closing():
+            # the server closed it at once: asyncio's handshake would wait for ever on a transport already gone
+            self._transport.close()
+            raise httpcore.ConnectError("the server closed the connection before the TLS handshake")
         try:
-            self._transport = await self._loop.start_tls(self._transport, self, ssl_context, server_hostname=server_hostname,
-                                                         ssl_handshake_timeout=timeout)
-        except TimeoutError:
+            self._transport = await asyncio.wait_for(
+                self._loop.start_tls(self._transport, self, ssl_context, server_hostname=server_hostname), timeout)
+        except (TimeoutError, asyncio.TimeoutError):
             self._transport.close()
             raise httpcore.ConnectTimeout("timed out in the TLS handshake") from None
         except (OSError, ssl.SSLError) as exc:
@@ -227,9 +242,23 @@ class AsyncioStream:
 
     def get_extra_info(self, info: str) -> Any:
         if info == "is_readable":  # an idle kept-alive connection the server closed, or sent something on
-            return self._eof or bool(self._buffer)
+            # what the loop has read, or what waits in the socket (a close the loop has not seen yet)
+            return self._eof or bool(self._buffer) or _socket_readable(self._transport)
         names = {"client_addr": "sockname", "server_addr": "peername"}
         return self._transport.get_extra_info(names.get(info, info)) if self._transport is not None else None
+
+
+def _socket_readable(transport: Any) -> bool:
+    """Whether a transport's socket has something to read now, without waiting (httpcore asks
+    before it reuses a kept-alive connection); a socket gone or closed counts as readable."""
+    import select
+
+    sock = transport.get_extra_info("socket") if transport is not None else None
+    if sock is None or sock.fileno() < 0:
+        return True
+    poller = select.poll()
+    poller.register(sock.fileno(), select.POLLIN)
+    return bool(poller.poll(0))
 
 
 def _expire(future: Any) -> None:
@@ -248,7 +277,7 @@ class AsyncioBackend:
 
         loop = asyncio.get_running_loop()
         try:
-            _, stream = await asyncio.wait_for(loop.create_connection(AsyncioStream, host, port,
+            _, stream = await asyncio.wait_for(loop.create_connection(AsyncioStream, host, port, happy_eyeballs_delay=0.25,
                                                                       local_addr=(local_address, 0) if local_address else None),
                                                timeout)
         except (TimeoutError, asyncio.TimeoutError):

@@ -59,7 +59,7 @@ def test_a_model_over_https_is_reached_when_its_certificate_is_trusted_and_refus
     assert refused.returncode == 7, refused.stderr
     error = json.loads(refused.stdout)["error"]
     assert (error["code"], error["reason"]) == ("unavailable", "model")
-    assert "TLS certificate is not trusted" in error["message"] and "SSL_CERT_FILE" in error["hint"]
+    assert "TLS certificate could not be verified" in error["message"] and "SSL_CERT_FILE" in error["hint"]
     assert "Traceback" not in refused.stderr
     assert not leaked(trusted.stdout + trusted.stderr + refused.stdout + refused.stderr)
 
@@ -81,6 +81,84 @@ def test_a_model_nobody_listens_for_is_unreachable_at_once(home):
     error = run_json(code=7)["error"]
     assert time.monotonic() - started < 20
     assert error["code"] == "unavailable" and f"could not reach http://127.0.0.1:{port}/v1" in error["message"]
+
+
+class ClosingServer:
+    """A TCP server on 127.0.0.1 that closes every connection as soon as it accepts it (an
+    overloaded server, a balancer with nothing behind it)."""
+
+    def __init__(self):
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        self.accepted = 0
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self):
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.accepted += 1
+            conn.close()
+
+    def close(self):
+        self.sock.close()
+
+
+def test_an_https_server_that_closes_at_once_fails_fast_not_after_the_timeout(home):
+    server = ClosingServer()
+    try:
+        setup_agent(f"https://127.0.0.1:{server.port}/v1")
+        for _ in range(4):  # the close may reach fw before or during the handshake: either way, at once
+            started = time.monotonic()
+            error = run_json("--timeout", "12", code=7)["error"]
+            took = time.monotonic() - started
+            assert took < 8, took  # the TLS handshake on a closed connection once waited for the whole timeout
+            assert error["code"] == "unavailable" and "could not reach" in error["message"]
+    finally:
+        server.close()
+    assert server.accepted >= 4
+
+
+def test_a_kept_alive_connection_the_server_closed_while_the_loop_was_busy_is_not_reused():
+    """The server closes an idle connection while the event loop is busy (it has not read the
+    close yet): the next request must go out on a new connection, not fail on the dead one."""
+    import asyncio
+
+    from framework_cli import http_client
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    connections = []
+
+    def serve():
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            connections.append(conn)
+            conn.recv(65536)
+            conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\ncontent-type: text/plain\r\n\r\nok")
+            time.sleep(0.05)
+            conn.close()  # an idle keep-alive connection closed by the server (its keep-alive timeout)
+
+    threading.Thread(target=serve, daemon=True).start()
+
+    async def twice():
+        client = http_client.async_http_client("http", 7)
+        first = await client.get(f"http://127.0.0.1:{port}/", timeout=10)
+        time.sleep(0.3)  # the loop is busy (other runs' work): the server's close is not read yet
+        second = await client.get(f"http://127.0.0.1:{port}/", timeout=10)
+        await http_client.close_async_clients()
+        return first.status_code, second.status_code
+
+    try:
+        assert asyncio.run(twice()) == (200, 200)
+        assert len(connections) == 2
+    finally:
+        listener.close()
 
 
 # -- retries ---------------------------------------------------------------------------------

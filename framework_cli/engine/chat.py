@@ -144,9 +144,10 @@ class ChatClient:
                              "the model server closed the connection; try again, or check it is running", None) from None
         except httpx.HTTPError as exc:
             if "CERTIFICATE_VERIFY_FAILED" in str(exc):  # the TLS library's words: no request header in them
-                raise self._failure(f"could not reach {self.url}: its TLS certificate is not trusted",
-                                    "if the server is yours, set SSL_CERT_FILE to a file that holds its certificate "
-                                    "(or its CA's); otherwise check the provider's base_url") from None
+                raise self._failure(f"could not reach {self.url}: its TLS certificate could not be verified",
+                                    "check the base_url's host (the certificate must name it) and that the certificate has not "
+                                    "expired; for a server of your own, set SSL_CERT_FILE to a file that holds its certificate "
+                                    "(or its CA's)") from None
             raise self._failure(f"could not reach {self.url}: {type(exc).__name__}",
                                 "check the provider's base_url and the network") from None
 

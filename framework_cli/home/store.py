@@ -10,6 +10,7 @@ and are never resources.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -58,6 +59,9 @@ def write_failure(exc: OSError, rel: str) -> FwError:
         return disk_full(rel)
     return FwError("corrupt", f"cannot write {rel}: {exc.strerror or type(exc).__name__}",
                    "check that the home's folders are folders fw may write (`fw home check`)", path=rel)
+
+
+_ABSENT = (errno.ENOENT, errno.ENOTDIR, errno.EBADF, errno.ELOOP)  # what pathlib's exists() takes for "not there"
 
 
 def _temp_file(folder: str, name: str) -> tuple[int, str]:
@@ -228,7 +232,13 @@ class Home:
     def exists(self, rel: str) -> bool:
         if self._planned is not None and rel in self._planned:
             return self._planned[rel] is not None
-        return os.path.exists(f"{self._root}/{rel}")
+        try:
+            os.stat(f"{self._root}/{rel}")
+        except OSError as exc:
+            if exc.errno in _ABSENT:
+                return False
+            raise  # a folder fw may not read says so, as before
+        return True
 
     # -- writing -------------------------------------------------------------------------
     def write_text(self, rel: str, text: str, *, secret: bool = False) -> None:
