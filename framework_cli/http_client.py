@@ -204,7 +204,7 @@ class AsyncioStream:
 
         if not buffer:
             return
-        if self._lost is not None or self._transport.is_closing():
+        if self._lost is not None or self._transport is None or self._transport.is_closing():
             raise httpcore.WriteError("the connection is closed")
         self._transport.write(buffer)
         if self._drained is not None:
@@ -229,15 +229,19 @@ class AsyncioStream:
             # the server closed it at once: asyncio's handshake would wait for ever on a transport already gone
             self._transport.close()
             raise httpcore.ConnectError("the server closed the connection before the TLS handshake")
+        plain = self._transport
         try:
-            self._transport = await asyncio.wait_for(
-                self._loop.start_tls(self._transport, self, ssl_context, server_hostname=server_hostname), timeout)
+            secured = await asyncio.wait_for(self._loop.start_tls(plain, self, ssl_context, server_hostname=server_hostname), timeout)
         except (TimeoutError, asyncio.TimeoutError):
-            self._transport.close()
+            plain.close()
             raise httpcore.ConnectTimeout("timed out in the TLS handshake") from None
         except (OSError, ssl.SSLError) as exc:
-            self._transport.close()
+            plain.close()
             raise httpcore.ConnectError(str(exc)) from None
+        if secured is None:  # asyncio gives none when the connection was lost as the handshake ended
+            plain.close()
+            raise httpcore.ConnectError("the server closed the connection during the TLS handshake")
+        self._transport = secured
         return self
 
     def get_extra_info(self, info: str) -> Any:
