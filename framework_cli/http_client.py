@@ -54,8 +54,15 @@ def async_http_client(scheme: str, shard: int = 0) -> Any:
 
         verify: Any = tls_context() if scheme == "https" else shared_bare_tls_context()
         client = _async_clients[key] = httpx.AsyncClient(verify=verify, follow_redirects=False, **_async_transport(verify),
-                                                         limits=httpx.Limits(max_connections=None, max_keepalive_connections=64))
+                                                         limits=_async_limits())
     return client
+
+
+def _async_limits() -> Any:
+    """No bound on a client's connections (a loop's runs bound themselves); 64 kept alive."""
+    import httpx
+
+    return httpx.Limits(max_connections=None, max_keepalive_connections=64)
 
 
 async def close_async_clients() -> None:
@@ -79,7 +86,7 @@ def _async_transport(verify: Any) -> dict[str, Any]:
 
     if _proxied():
         return {}
-    limits = httpx.Limits(max_connections=None, max_keepalive_connections=64)
+    limits = _async_limits()
     transport = httpx.AsyncHTTPTransport(verify=verify, limits=limits)
     if hasattr(transport, "_pool"):  # httpx keeps its pool there; an httpx that does not keeps its own backend
         transport._pool = httpcore.AsyncConnectionPool(ssl_context=verify, max_connections=limits.max_connections,
@@ -362,11 +369,10 @@ def _transport(verify: Any) -> dict[str, Any]:
     server's delayed ACK, some 40 ms a request. Where the environment names a proxy, httpx's
     own transport is kept, since it reads the proxy from there."""
     import socket
-    import urllib.request
 
     import httpx
 
-    if urllib.request.getproxies():
+    if _proxied():
         return {}
     nodelay = [(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]
     return {"transport": httpx.HTTPTransport(verify=verify, socket_options=nodelay)}
