@@ -148,7 +148,7 @@ def test_runs_of_one_process_that_each_refresh_a_file_share_it_and_save_the_inde
     parsing them again, the index is saved at most once every RESAVE_SECONDS (not once a run),
     and the next save loses none of what the others refreshed."""
     from framework_cli.domain.identities import get_principal
-    from framework_cli.home import records, store
+    from framework_cli.home import index, records, store
 
     names = [f"p{n:02d}" for n in range(40)]
     for name in names:
@@ -161,8 +161,8 @@ def test_runs_of_one_process_that_each_refresh_a_file_share_it_and_save_the_inde
     write_index, record_entry = store.Home._write_index, records._record_entry
     monkeypatch.setattr(store.Home, "_write_index", lambda self, name, text: saves.append(name) or write_index(self, name, text))
     monkeypatch.setattr(records, "_record_entry", lambda *a: parses.append(a[2]) or record_entry(*a))
-    monkeypatch.setattr(store, "_SAVED_AT", {})  # a process started after the files were written (a dispatcher)
-    monkeypatch.setattr(store, "RESAVE_SECONDS", 3600.0)  # however slow the machine, the runs come within it
+    monkeypatch.setattr(index, "_SAVED_AT", {})  # a process started after the files were written (a dispatcher)
+    monkeypatch.setattr(index, "RESAVE_SECONDS", 3600.0)  # however slow the machine, the runs come within it
     for name in names:  # one run each, each with its own Home
         assert get_principal(store.Home(home), name)["kind"] == "agent"
     assert sorted(parses) == [f"principals/{name}.yaml" for name in names]  # each file read once
@@ -171,7 +171,7 @@ def test_runs_of_one_process_that_each_refresh_a_file_share_it_and_save_the_inde
     later = store.Home(home)
     assert [get_principal(later, name)["kind"] for name in names] == ["agent"] * 40
     assert parses == []  # what the others refreshed was shared
-    monkeypatch.setattr(store, "RESAVE_SECONDS", 0.0)
+    monkeypatch.setattr(index, "RESAVE_SECONDS", 0.0)
     touched = home / "principals" / "p00.yaml"
     os.utime(touched, (time.time() - 600, time.time() - 600))
     get_principal(store.Home(home), "p00")  # a refresh, and a save now
