@@ -208,8 +208,9 @@ def test_more_mcp_servers_slow_to_start_than_the_engine_has_threads_hold_up_no_o
 
 
 def test_every_turn_of_a_busy_dispatch_keeps_the_id_of_its_run(home):
-    """A turn's run id is written as its run starts (a note on the engine's threads): never
-    after the turn was answered, when its claim no longer holds and the note would be lost."""
+    """A turn's run id is written as its run starts (in the step that starts it, on the
+    engine's threads): never after the turn was answered, when its claim no longer holds and
+    the note would be lost."""
     names = [f"a{i}" for i in range(24)]
     with ChatServer([{"content": "ok"}], repeat_last=True) as model:
         setup(model.base_url, *names)
@@ -219,6 +220,38 @@ def test_every_turn_of_a_busy_dispatch_keeps_the_id_of_its_run(home):
     assert summary["turns"]["answered"] == len(names)
     turns = state_rows(home, "SELECT run_id FROM turns")
     assert len(turns) == len(names) and all(t["run_id"] for t in turns)
+
+
+def test_a_turn_whose_session_ends_as_its_run_starts_never_asks_the_model_and_its_run_is_ended(home, monkeypatch):
+    """The session ends between the turn's claim and its run's start: the run's id is kept
+    with the turn, the run is refused in the step that starts it, before its model is asked,
+    and ended; the turn is cancelled, nothing is answered."""
+    from framework_cli.cli.main import app
+    from framework_cli.engine import agent_run
+    from framework_cli.home.store import Home
+    from framework_cli.runtime.sessions import session_end
+    from typer.testing import CliRunner
+
+    real_open = agent_run.open_run
+
+    def open_after_the_session_ended(h, **start):
+        session_end(Home(h.root), "s1")
+        return real_open(h, **start)
+
+    monkeypatch.setattr(agent_run, "open_run", open_after_the_session_ended)
+    with ChatServer([{"content": "too late"}], repeat_last=True) as model:
+        setup(model.base_url, "a1")
+        fwj("session", "create", "s1", "--member", "alice", "--member", "a1")
+        post("s1", "alice", "@a1 hello")
+        result = CliRunner().invoke(app, ["--home", str(home), "dispatch", "--once", "--json"])
+        assert result.exit_code == 0, result.output
+        assert model.requests == []
+    turn = state_rows(home, "SELECT status, run_id, error FROM turns")[0]
+    runs = fwj("run", "list")["runs"]
+    assert len(runs) == 1 and runs[0]["status"] == "ended"
+    assert turn["status"] == "cancelled" and turn["run_id"] == runs[0]["run_id"]
+    assert turn["error"].startswith("session_ended: session 's1' has ended")
+    assert [author for author, _ in messages("s1")] == ["alice"]
 
 
 # -- bots: one conversation at a time, many side by side; nothing lost -------------------------------

@@ -11,6 +11,7 @@ a model or program that fails, Ctrl-C).
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -54,6 +55,7 @@ async def arun_agent(
     gateway: GatewayStarter | None = None,
     conversation: str | None = None,
     run_sync: Any = None,
+    on_started: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """Run an agent on one message: `{"run_id", "status", "answer", "rounds", "finish_reason",
     "tool_calls"}`. `context` is recorded with the run (the session it is tied to, the event it
@@ -65,7 +67,10 @@ async def arun_agent(
     `conversation` keeps an explicit run's conversation for later: `new` starts one,
     `continue` carries on the agent's last one (its messages come before `message`; none yet:
     a new one is started). Blocking work (starting the run, the tool calls that block, ending
-    it) goes to `run_sync` (the engine's threads); waiting for the model holds no thread."""
+    it) goes to `run_sync` (the engine's threads); waiting for the model holds no thread.
+    `on_started(run_id)` is called on that thread as soon as the run is recorded, in the same
+    step as its start (an engine keeps the run's id with its work there; what it raises is
+    ignored)."""
     run_sync = run_sync or asyncio.to_thread
     if not isinstance(message, str) or not message.strip():
         raise FwError("invalid", "a message needs some text", "e.g. fw agent run AGENT --message 'what is in this home?'")
@@ -80,7 +85,9 @@ async def arun_agent(
         _require_binding_runs(home, principal, agent)
         agent = None  # a managed run runs what its binding names
     context = {**(context or {}), "input": without_lone_surrogates(redact(message))[:INPUT_KEPT]}
-    record, sources = await _opened(home, run_sync, principal=principal, agent=agent, context=context)
+    model_timeout = timeout if timeout is not None else DEFAULT_MODEL_TIMEOUT
+    opening = _Opening(on_started, model_timeout, stream)
+    record, sources, parts = await _opened(home, run_sync, opening, principal=principal, agent=agent, context=context)
     token = record.pop("gateway_token", "")  # shown to no one: only an external runner gets it
     run_id = record["run_id"]
     try:
@@ -94,9 +101,9 @@ async def arun_agent(
             doc = await long_work(run_sync)(ExternalRunner(gateway, timeout if timeout is not None else DEFAULT_RUNNER_TIMEOUT).run, job)
             said = [{"role": "user", "content": message}, {"role": "assistant", "content": doc["answer"]}]
         else:
-            turn = Turn(message, history, max_rounds if max_rounds is not None else record.get("max_rounds"),
-                        timeout if timeout is not None else DEFAULT_MODEL_TIMEOUT, stream)
-            doc = await run_model_loop(home, record, sources, turn, on_event, run_sync)
+            turn = Turn(message, history, max_rounds if max_rounds is not None else record.get("max_rounds"), model_timeout, stream)
+            assert parts is not None  # read for every run of fw's own loop
+            doc = await run_model_loop(home, record, sources, turn, on_event, run_sync, parts)
             said = turn.said
         if conversation is not None:
             await run_sync(conversation_keep, home, record["agent"], earlier["id"] if earlier else None, run_id, said)
@@ -110,16 +117,47 @@ async def arun_agent(
         await closer(_close_and_end, home, sources, run_id)
 
 
-async def _opened(home: Home, run_sync: Any, **start: Any) -> tuple[dict[str, Any], Any]:
+@dataclass
+class _Opening:
+    """What is done in the same step as a run's start, on the same thread: the caller's note of
+    its id, and what fw's own model loop needs of the home (one hand-off to the threads and back
+    instead of three, and the note can no longer come after the run's work is finished)."""
+
+    on_started: Callable[[str], None] | None
+    model_timeout: float
+    stream: bool
+
+
+Parts = tuple[ChatClient, str, list[dict[str, Any]]]
+
+
+async def _opened(home: Home, run_sync: Any, opening: _Opening, **start: Any) -> tuple[dict[str, Any], Any, Parts | Exception | None]:
     """The run started, driven by this process: on `run_sync` (short work), or on its threads
     for long work when it starts MCP servers or plugins or probes the sandbox (a server that
-    takes a minute to start then holds up only this run)."""
+    takes a minute to start then holds up only this run). With it, `_open`'s other work."""
     if long_work(run_sync) is run_sync:  # one pool for every kind of work
-        return await run_sync(open_run, home, owned=True, **start)  # type: ignore[no-any-return]
+        return await run_sync(_open, home, opening, **start)  # type: ignore[no-any-return]
     try:
-        return await run_sync(open_run, home, owned=True, quick=True, **start)  # type: ignore[no-any-return]
+        return await run_sync(_open, home, opening, quick=True, **start)  # type: ignore[no-any-return]
     except WouldWait:  # its MCP servers, plugins or sandbox probe may take long
-        return await long_work(run_sync)(open_run, home, owned=True, **start)  # type: ignore[no-any-return]
+        return await long_work(run_sync)(_open, home, opening, **start)  # type: ignore[no-any-return]
+
+
+def _open(home: Home, opening: _Opening, **start: Any) -> tuple[dict[str, Any], Any, Parts | Exception | None]:
+    """(record, sources, the model loop's parts): the run started and noted; for fw's own
+    model loop, its parts, or why they cannot be had (raised in the run, which then ends)."""
+    record, sources = open_run(home, owned=True, **start)
+    if opening.on_started is not None:
+        try:
+            opening.on_started(record["run_id"])
+        except Exception:  # e.g. the store busy for a moment: the run goes on, as its work does
+            pass
+    if (record.get("runner") or {}).get("type") == EXTERNAL:
+        return record, sources, None
+    try:
+        return record, sources, _loop_parts(home, record, opening.model_timeout, opening.stream)
+    except Exception as exc:  # raised in the run, whose end closes what the start opened
+        return record, sources, exc
 
 
 INPUT_KEPT = 65536  # characters of the input text kept in the run record (fw_get_current_event)
@@ -138,11 +176,14 @@ class Turn:
 
 
 async def run_model_loop(home: Home, record: dict[str, Any], sources: Any, turn: Turn, on_event: OnEvent | None,
-                         run_sync: Any) -> dict[str, Any]:
+                         run_sync: Any, parts: Parts | Exception) -> dict[str, Any]:
     """The built-in local runner: fw's own model loop over the run's tools, every call through
-    the tool service as the run."""
+    the tool service as the run. `parts`: what it needs of the home, read as the run started
+    (or why they could not be read)."""
     run_id = record["run_id"]
-    client, system, tools = await run_sync(_loop_parts, home, record, turn)
+    if isinstance(parts, Exception):
+        raise parts
+    client, system, tools = parts
     caller = Caller("run", run_id, record)
 
     async def call(name: str, args: Any) -> dict[str, Any]:
@@ -162,10 +203,10 @@ async def run_model_loop(home: Home, record: dict[str, Any], sources: Any, turn:
     return result.to_dict(run_id)
 
 
-def _loop_parts(home: Home, record: dict[str, Any], turn: Turn) -> tuple[ChatClient, str, list[dict[str, Any]]]:
+def _loop_parts(home: Home, record: dict[str, Any], timeout: float, stream: bool) -> Parts:
     """What the loop needs of the home (read from files): the model, the prompt, the tools."""
     caller = Caller("run", record["run_id"], record)
-    return (chat_client(home, record, turn.timeout, stream=turn.stream), system_prompt(home, record),
+    return (chat_client(home, record, timeout, stream=stream), system_prompt(home, record),
             list_tools(home, caller, fresh=True)["tools"])
 
 

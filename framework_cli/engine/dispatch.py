@@ -16,7 +16,6 @@ cancelled.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -144,31 +143,24 @@ class PrincipalWork:
     async def _run(self, engine: Engine, item: Item, home: Home, message: str, context: dict[str, Any],
                    history: list[dict[str, Any]] | None, claim: Claim, record_run: Callable[..., None]) -> dict[str, Any] | Outcome:
         """A managed run of the item's principal on `message`: its result document, or the
-        outcome when it could not run."""
-
-        noted: list[asyncio.Future[Any]] = []
+        outcome when it could not run. The run's id is kept with its work as the run starts, on
+        the thread that starts it (before its work is answered or finished: after, the claim
+        that the note needs no longer holds)."""
 
         def note(event: dict[str, Any]) -> None:
             if event.get("type") == "started":
-                run_id = event["run"]["run_id"]
-                engine.started_run(item, run_id)
-                noted.append(engine.soon(record_run, home, claim, run_id))  # on the engine's threads: the loop never waits for a write
+                engine.started_run(item, event["run"]["run_id"])
 
         try:
-            try:
-                return await arun_agent(home, message, principal=item.row["principal"], context=context, history=history,
-                                        timeout=self.timeout, on_event=note, gateway=self.gateway, run_sync=engine.threads)
-            finally:
-                # the run's id is noted before its work is answered or finished: after, the claim
-                # that the note needs no longer holds, and the id would be lost
-                for pending in noted:
-                    with contextlib.suppress(Exception):
-                        await asyncio.shield(pending)
+            return await arun_agent(home, message, principal=item.row["principal"], context=context, history=history,
+                                    timeout=self.timeout, on_event=note, gateway=self.gateway, run_sync=engine.threads,
+                                    on_started=lambda run_id: record_run(home, claim, run_id))
         except FwError as exc:
             if exc.extra.get("reason") == "binding_disabled":
                 return Outcome(BACKLOG)  # disabled since it was claimed: it waits for the binding again
             reason = exc.extra.get("reason")  # e.g. unavailable (model_answer): the model answered unusably
-            return Outcome(FAILED, redact(f"{exc.code}{f' ({reason})' if reason else ''}: {exc.message}"))
+            status = CANCELLED if exc.code == "session_ended" else FAILED  # work of an ended session is cancelled
+            return Outcome(status, redact(f"{exc.code}{f' ({reason})' if reason else ''}: {exc.message}"))
 
     def _turn_input(self, turn: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:
         with StateStore.open(Home(self.root)) as store:

@@ -100,7 +100,6 @@ class Engine:
         self.stopped_starting = 0  # work stopped before its run had started (put back or cancelled, as its source decides)
         self._wake: asyncio.Event | None = None
         self._stopping = False
-        self._background: set[asyncio.Future[Any]] = set()
         self._order = itertools.count(1)
 
     def home(self) -> Home:
@@ -200,14 +199,6 @@ class Engine:
     def started_run(self, item: Item, run_id: str) -> None:
         """A piece of work's run started (so that a stop ends it)."""
         self.runs[(item.kind, item.id)] = run_id
-
-    def soon(self, fn: Callable[..., Any], *args: Any) -> asyncio.Future[Any]:
-        """Run blocking `fn(*args)` on the engine's threads without waiting for it here (a note
-        of progress: a run's id kept with its work); the task, for whoever must see it done."""
-        task = asyncio.ensure_future(self.threads(fn, *args))  # at its run's order
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
-        return task
 
     # -- owner, heartbeat, taking back ------------------------------------------------------------
     def _with_store(self, fn: Callable[..., Any], *args: Any) -> Any:

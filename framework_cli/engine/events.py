@@ -83,10 +83,9 @@ class BotEvents:
         event = bot_events.event_of(item.row)
         bot_name = item.row["bot"]
         record = {"event": event}
-        bot = await engine.threads(find_bot, home, bot_name)
+        bot, why = await engine.threads(_bot_and_refusal, home, bot_name, event)
         if bot is None:
             return Outcome(FAILED, f"not_found: bot {bot_name!r} was removed before its turn came", record=record)
-        why = await engine.threads(refusal, home, bot_name, bot["principal"], event, bot)
         if why is not None:
             return Outcome(REFUSED, why, record={**record, "reason": why})
 
@@ -95,11 +94,10 @@ class BotEvents:
                 run_id = progress["run"]["run_id"]
                 record["run_id"] = run_id
                 engine.started_run(item, run_id)
-                engine.soon(_record_run, home, engine.owner, item, run_id)
 
         try:
             doc = await arun_event(home, bot["principal"], event, {"bot": bot_name, "event": event}, note, self.gateway,
-                                   engine.threads)
+                                   engine.threads, on_started=lambda run_id: _record_run(home, engine.owner, item, run_id))
         except FwError as exc:
             return Outcome(FAILED, redact(f"{exc.code}: {exc.message}"),
                            record={**record, "error": {"code": exc.code, "message": redact(exc.message), "hint": redact(exc.hint)}})
@@ -152,6 +150,12 @@ class BotEvents:
             bot_events.forget_old(store)
             self._forgot_at = time.monotonic()
         return taken
+
+
+def _bot_and_refusal(home: Home, bot_name: str, event: dict[str, Any]) -> tuple[dict[str, Any] | None, str | None]:
+    """(the bot as it is now, why its principal may not take the event or None), in one step."""
+    bot = find_bot(home, bot_name)
+    return bot, (refusal(home, bot_name, bot["principal"], event, bot) if bot is not None else None)
 
 
 def _record_run(home: Home, owner: str, item: Item, run_id: str) -> None:

@@ -145,9 +145,10 @@ def _run_loop(home: Home, principal: str, event: dict[str, Any], context: dict[s
 
 
 async def arun_event(home: Home, principal: str, event: dict[str, Any], context: dict[str, Any], on_event: Any = None,
-                     gateway: GatewayStarter | None = None, run_sync: Any = None) -> dict[str, Any]:
+                     gateway: GatewayStarter | None = None, run_sync: Any = None, on_started: Any = None) -> dict[str, Any]:
     """Run the principal's agent on an event it takes (`context`: the bot and the event):
-    `{"handled": true, "run", "result"}`. Waiting for its model holds no thread."""
+    `{"handled": true, "run", "result"}`. Waiting for its model holds no thread; `on_started`
+    as `arun_agent` has it."""
     started: dict[str, Any] = {}
 
     def relay(progress: dict[str, Any]) -> None:
@@ -157,6 +158,6 @@ async def arun_event(home: Home, principal: str, event: dict[str, Any], context:
             on_event(progress)
 
     result = await arun_agent(home, describe_event(event), principal=principal, context=context, on_event=relay, gateway=gateway,
-                              run_sync=run_sync)
+                              run_sync=run_sync, on_started=on_started)
     outcome = {key: result[key] for key in ("status", "answer", "rounds", "tool_calls")}
     return {"handled": True, "run": started["run"], "result": outcome}
