@@ -100,8 +100,9 @@ def dispatch_home(fw: str, home: Path, model_url: str, principals: int, busy: in
 
 
 def run_dispatch(fw: str, home: Path, concurrency: int) -> tuple[float, float, dict]:
-    """(start time, seconds, summary) and the peak memory in the summary's `peak_mib`."""
-    start = time.time()
+    """(start time, seconds, summary) and the peak memory in the summary's `peak_mib`; the
+    start on the monotonic clock (the model's requests are stamped on it) in `start_monotonic`."""
+    start, start_monotonic = time.time(), time.monotonic()
     proc = subprocess.Popen([fw, "--home", str(home), "dispatch", "--once", "--concurrency", str(concurrency), "--json"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     out = proc.stdout.read()  # type: ignore[union-attr]
@@ -111,6 +112,7 @@ def run_dispatch(fw: str, home: Path, concurrency: int) -> tuple[float, float, d
     seconds = time.time() - start
     summary = json.loads(out)
     summary["peak_mib"] = usage.ru_maxrss / 1024
+    summary["start_monotonic"] = start_monotonic
     return start, seconds, summary
 
 
@@ -127,10 +129,13 @@ def dispatch_figures(fw: str, tmp: Path, model_url: str, principals: int, busy: 
     answers = rows(home, "SELECT text FROM messages WHERE session = 's-busy' AND author = 'busy' ORDER BY id")
     in_order = [a["text"] for a in answers] == [f"re: alice: @busy m{n}" for n in range(busy)]
     all_answers = rows(home, "SELECT COUNT(*) AS n FROM messages WHERE author != 'alice'")[0]["n"]
+    # when the single turns' model requests arrived: fw's own time before each model is asked
+    asked = [r["started"] - summary["start_monotonic"] for r in model.requests[seen:] if "@busy" not in str(r.get("json"))]
     return {"concurrency": concurrency, "principals": principals, "seconds": seconds, "p50": pct(singles, 50), "p99": pct(singles, 99),
             "last": max(singles), "done": sum(t["status"] == "done" for t in turns), "turns": len(turns), "answers": all_answers,
             "requests": len(model.requests) - seen, "busy_in_order": in_order, "busy_overlaps": overlaps,
-            "busy_last": max(e for _, e in spans) - start if spans else 0.0, "peak_mib": summary["peak_mib"]}
+            "busy_last": max(e for _, e in spans) - start if spans else 0.0, "peak_mib": summary["peak_mib"],
+            "asked_first": min(asked, default=0.0), "asked_p99": pct(asked, 99) if asked else 0.0}
 
 
 def print_dispatch(f: dict, busy: int) -> None:
@@ -138,6 +143,8 @@ def print_dispatch(f: dict, busy: int) -> None:
     doubled = f["requests"] - f["turns"]
     print(f"  --concurrency {f['concurrency']:<5} {f['principals']} single turns + {busy} of one busy principal: {f['seconds']:.1f} s in all")
     print(f"    single turns answered after  p50 {f['p50']:.2f} s   p99 {f['p99']:.2f} s   last {f['last']:.2f} s")
+    print(f"    their models asked after     first {f['asked_first']:.2f} s   p99 {f['asked_p99']:.2f} s "
+          "(fw's start and its runs' own work before each request)")
     print(f"    busy principal: {'in order' if f['busy_in_order'] else 'OUT OF ORDER'}, {f['busy_overlaps']} overlapping runs, "
           f"last answered after {f['busy_last']:.1f} s")
     print(f"    turns done {f['done']}/{f['turns']} (lost {lost}), answers posted {f['answers']}, model requests {f['requests']} "

@@ -226,11 +226,12 @@ def test_a_turn_whose_session_ends_as_its_run_starts_never_asks_the_model_and_it
     """The session ends between the turn's claim and its run's start: the run's id is kept
     with the turn, the run is refused in the step that starts it, before its model is asked,
     and ended; the turn is cancelled, nothing is answered."""
+    from typer.testing import CliRunner
+
     from framework_cli.cli.main import app
     from framework_cli.engine import agent_run
     from framework_cli.home.store import Home
     from framework_cli.runtime.sessions import session_end
-    from typer.testing import CliRunner
 
     real_open = agent_run.open_run
 
