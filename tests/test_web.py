@@ -492,3 +492,13 @@ def test_the_managers_tools_page_lists_every_tool_and_calls_one_as_the_manager(h
     assert refused.status_code in (400, 409) and 'class="field-error"' in refused.text  # a delete without its confirmation is a plan
     assert fwj("resource", "read", "agent", "a1")["name"] == "a1"
     assert {k: v for k, v in snapshot(home).items() if "audit" not in k} == {k: v for k, v in before.items() if "audit" not in k}
+
+
+def test_the_agent_forms_help_names_every_event_type_fw_produces(home):
+    """The events field's help names the catalogue's event types (as `fw tool catalogue` does), not a copy of them."""
+    from framework_cli.domain.catalogue import EVENT_TYPES
+
+    make_basics()
+    page = client(home).get("/agents/new").text
+    help_text = re.search(r'<p class="help" id="help-events">(.*?)</p>', page, re.S).group(1)
+    assert all(t in help_text for t in EVENT_TYPES) and len(EVENT_TYPES) == 7

@@ -25,6 +25,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from ...domain.agents import agent_edit, agent_show, sandbox_warnings
+from ...domain.catalogue import EVENT_TYPES
 from ...domain.check import check_home
 from ...domain.deletion import resource_delete
 from ...domain.plugins import enabled_plugins
@@ -107,6 +108,7 @@ class Pages:
         self.root = Path(root)
         self.env = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=True,
                                trim_blocks=True, lstrip_blocks=True)
+        self.env.globals["event_types"] = EVENT_TYPES  # the catalogue's, named in the agent form's help
 
     # -- plumbing -----------------------------------------------------------------------
     def home(self) -> Home:
