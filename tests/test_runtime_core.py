@@ -22,7 +22,8 @@ from framework_cli.engine.chat import ChatClient
 from framework_cli.engine.loop import run_loop
 from framework_cli.errors import FwError
 from framework_cli.http_client import sse_data
-from framework_cli.runtime.mcp_client import McpConnections, ServerSpec
+from framework_cli.runtime.mcp_client import McpConnections
+from framework_cli.runtime.mcp_links import ServerSpec
 
 FAKE_MCP = str(Path(__file__).parent / "fakes" / "mcp_server.py")
 ADD = {"name": "framework_add", "description": "Add two integers.",

@@ -22,15 +22,9 @@ from ..home import secrets
 from ..home.kinds import KINDS
 from ..home.records import read_definition
 from ..home.store import Home
-from ..runtime.mcp_client import (
-    STARTUP_SECONDS,
-    STOP_GRACE,
-    TIMEOUT_SECONDS,
-    McpConnections,
-    ServerSpec,
-    check_hint,
-)
+from ..runtime.mcp_client import McpConnections, check_hint
 from ..runtime.mcp_documents import capped
+from ..runtime.mcp_links import STARTUP_SECONDS, STOP_GRACE, TIMEOUT_SECONDS, ServerSpec
 from ..runtime.plugins import PluginProcess
 
 
