@@ -173,7 +173,7 @@ def test_ended_and_expired_runs_refuse_calls(mounted):
 
 
 def test_ending_a_run_again_changes_nothing(mounted, monkeypatch):
-    import framework_cli.domain.runs
+    import framework_cli.domain.run_records as records
 
     run = start("--agent", "a1")
     first = fwj("run", "end", run["run_id"])
@@ -181,8 +181,8 @@ def test_ending_a_run_again_changes_nothing(mounted, monkeypatch):
     path = mounted / "runs" / f"{run['run_id']}.json"
     before = (path.read_bytes(), path.stat().st_mtime_ns, path.stat().st_ino)
     # an hour later, the same run is ended again
-    later = framework_cli.domain.runs._now() + framework_cli.domain.runs.timedelta(hours=1)
-    monkeypatch.setattr(framework_cli.domain.runs, "_now", lambda: later)
+    later = records.utc_now() + records.timedelta(hours=1)
+    monkeypatch.setattr(records, "utc_now", lambda: later)
     second = fwj("run", "end", run["run_id"])
     assert second == first
     assert fwj("run", "show", run["run_id"])["ended_at"] == first["ended_at"]

@@ -129,7 +129,7 @@ def complete_choice(*choices: str) -> Callable[[str], list[str]]:
 
 
 def complete_run(ctx: typer.Context, incomplete: str) -> list[str]:
-    from ..domain.runs import run_ids  # lazy: start-up speed
+    from ..domain.run_records import run_ids  # lazy: start-up speed
 
     return _matching(_home_names(ctx, run_ids), incomplete)
 
@@ -168,7 +168,7 @@ def complete_plugin(ctx: typer.Context, incomplete: str) -> list[str]:
 def complete_tool(ctx: typer.Context, incomplete: str) -> list[str]:
     """A run's granted tools with --run, the Manager's otherwise."""
     def names(home: Home) -> Iterable[str]:
-        from ..domain.runs import load_run, resolve_run_id  # lazy: start-up speed
+        from ..domain.run_records import load_run, resolve_run_id  # lazy: start-up speed
         from ..tools.service import manager_tools  # lazy: start-up speed
 
         run = ctx.params.get("run")

@@ -6,7 +6,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from ..domain.runs import run_end, run_list, run_prune, run_show
+from ..domain.run_records import run_end, run_list, run_prune, run_show
 from ..errors import FwError
 from ..suggest import plural
 from .common import (

@@ -19,7 +19,7 @@ from .bots import check_bots
 from .identities import BINDINGS, PRINCIPALS
 from .plugins import check_plugin_files
 from .resources import summaries
-from .runs import run_list
+from .run_records import run_list
 
 Checks = Sequence[Callable[[Home], list[dict[str, Any]]]]
 

@@ -18,7 +18,8 @@ from typing import Any
 from ..dialects import dialect_for
 from ..domain.identities import get_binding
 from ..domain.probes import provider_key
-from ..domain.runs import EXTERNAL, frozen_data, run_end
+from ..domain.run_records import run_end
+from ..domain.runs import EXTERNAL, frozen_data
 from ..domain.tool_types import Caller, CallWatch, long_work
 from ..errors import FwError, without_lone_surrogates
 from ..home.kinds import KINDS, check_name

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..domain.identities import DEFAULT_MAX_QUEUE, get_binding
-from ..domain.runs import run_end
+from ..domain.run_records import run_end
 from ..errors import FwError
 from ..home.secrets import redact
 from ..home.store import Home

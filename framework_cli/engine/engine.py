@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any, Protocol
 
-from ..domain.runs import run_end
+from ..domain.run_records import run_end
 from ..errors import FwError
 from ..home.store import Home
 from ..http_client import warm

@@ -20,7 +20,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..domain.runs import load_run, present
+from ..domain.run_records import load_run, present
 from ..errors import FwError
 from ..home.secrets import redact
 from ..home.store import Home

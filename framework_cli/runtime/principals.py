@@ -11,7 +11,7 @@ from typing import Any
 
 from ..domain.bots import bot_names, bot_rel, load_bot
 from ..domain.identities import no_principal, principal_delete
-from ..domain.runs import run_end, run_list
+from ..domain.run_records import run_end, run_list
 from ..errors import FwError
 from ..home.kinds import check_name
 from ..home.store import Home

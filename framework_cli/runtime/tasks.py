@@ -13,7 +13,7 @@ import time
 from typing import Any
 
 from ..domain.identities import get_binding, get_principal
-from ..domain.runs import run_end
+from ..domain.run_records import run_end
 from ..errors import FwError
 from ..home import secrets
 from ..home.kinds import check_name

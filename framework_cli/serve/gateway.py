@@ -21,7 +21,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from ..domain.runs import load_run, run_for_token
+from ..domain.run_records import load_run, run_for_token
 from ..domain.tool_types import Caller
 from ..errors import FwError
 from ..home.secrets import redact

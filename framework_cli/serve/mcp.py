@@ -23,7 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .. import __version__
-from ..domain.runs import active_run
+from ..domain.run_records import active_run
 from ..domain.tool_types import CallWatch
 from ..errors import FwError
 from ..home.secrets import redact

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Iterator
 from datetime import datetime, timezone
 from typing import Any
 
-from ..domain.runs import RUN_ID_RE
+from ..domain.run_records import RUN_ID_RE
 from ..errors import FwError, without_lone_surrogates
 from ..home.secrets import redact
 from ..home.store import Home, write_failure

@@ -16,16 +16,8 @@ from typing import Any
 from ..domain.agent_catalogue import agent_catalogue
 from ..domain.projection import Snapshot, cap_tools, needs_sandbox, project, runner_refusal
 from ..domain.resources import resource_read
-from ..domain.runs import (
-    RUN_ID_PART_RE,
-    active_run,
-    freeze,
-    load_run,
-    require_active,
-    resolve_run_id,
-    run_start,
-    unless_abandoned,
-)
+from ..domain.run_records import RUN_ID_PART_RE, active_run, load_run, require_active, resolve_run_id, unless_abandoned
+from ..domain.runs import freeze, run_start
 from ..domain.tool_types import Caller, CallWatch, Tool, long_work
 from ..errors import FwError, refuse_lone_surrogates
 from ..home.kinds import BUILTIN_GROUPS

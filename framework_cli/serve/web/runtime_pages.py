@@ -21,7 +21,7 @@ from starlette.responses import RedirectResponse, Response
 
 from ...domain.identities import agent_bind, agent_unbind, binding_list, operator, principal_create, principal_list
 from ...domain.resources import names
-from ...domain.runs import RUN_STATUSES, run_end, run_list, run_prune, run_show
+from ...domain.run_records import RUN_STATUSES, run_end, run_list, run_prune, run_show
 from ...domain.tool_types import Caller
 from ...engine.agent_run import arun_agent
 from ...engine.aio import Threads
