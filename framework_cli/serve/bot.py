@@ -22,7 +22,7 @@ event the bot's principal takes is queued in `state.db` in the transaction that 
 events keep each bot's heartbeat and online state; a bot whose heartbeats stop for three
 intervals is offline, and the server says so. The server that holds a bot's socket owns the bot
 (`onebot_owner`, with an epoch) and sends, in order, the actions other processes put in its
-outbox (platform/adapters/onebot_relay.py), woken by the store's notices. What happens is told to `on_record` as small
+outbox (`bot_upkeep.py`, with the bots' liveness). What happens is told to `on_record` as small
 documents (the CLI prints them, each with its time).
 """
 
@@ -33,8 +33,6 @@ import contextlib
 import threading
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from datetime import datetime, timezone
 from typing import Any
 
 from ..domain.bots import bot_names, load_bot
@@ -52,17 +50,15 @@ from ..platform.adapters import onebot_relay as relay
 from ..platform.adapters.onebot_reports import Report, read_report
 from ..runtime import bot_events, work
 from ..runtime.processes import stop_descendants
-from ..state.store import Poller, StateStore, listener, now_iso
+from ..state.store import StateStore, now_iso
+from .bot_upkeep import ServedBot, Upkeep
 from .gateway import run_gateway
 from .http import DoorLimits, RefusalLog, bind, is_loopback, parse_json, parse_listen, serve, url_host
 
 OnRecord = Callable[[dict[str, Any]], None]
-KEEP_FRESH_SECONDS = 15  # how often the rows that say this process serves a bot are refreshed
-WATCH_SECONDS = 1.0  # how often each bot's heartbeats are looked at
 STORE_SECONDS = 3.0  # for a report to be stored; past it the implementation is answered 503
 STORE_BUSY_SECONDS = 2.5  # how long a door's writer waits for another process's transaction
 STORE_THREADS = 4
-LOGIN_SECONDS = 5.0  # for an HTTP bot's `get_login_info`, when its own id is not known yet
 
 
 class GaveUp(Exception):
@@ -75,18 +71,6 @@ class Refused(Exception):
     def __init__(self, status: int, why: str) -> None:
         super().__init__(why)
         self.status, self.why = status, why
-
-
-@dataclass
-class ServedBot:
-    name: str
-    url: str | None
-    token: str | None
-    secret: str | None
-    self_id: str | None  # its own id on the platform, once known
-    report_door: bool  # takes HTTP reports
-    door_note: str | None = None  # why it takes none, when it has a url
-    online: bool | None = None  # by its heartbeats, as last said
 
 
 def plan_bots(home: Home, names: list[str], host: str) -> tuple[list[ServedBot], list[dict[str, Any]]]:
@@ -142,8 +126,7 @@ class BotDoor:
         self._stores = threading.local()  # each store thread keeps its connection: opening one costs more than a report
         self._background: set[asyncio.Future[Any]] = set()
         self._over: set[str] = set()  # principals flagged for more waiting events than their max_queue
-        self._epochs: dict[str, int] = {}  # bot -> the epoch of its ownership, while this server holds its socket
-        self._outbox = asyncio.Event()  # set when the outbox may hold work for this server
+        self.upkeep = Upkeep(home, bots, on_record, self.stored_or_said)  # the outbox of the bots held here, their liveness
 
     def close(self) -> None:
         self._store.shutdown(wait=False, cancel_futures=True)
@@ -290,7 +273,7 @@ class BotDoor:
                     onebot.record_link(store, bot.name, online=link.online, self_id=link.self_id)
 
         await self.stored_or_said(keep, f"the state of bot {bot.name}")
-        await self.watch_once()
+        await self.upkeep.watch_once()
 
     # -- HTTP reports --------------------------------------------------------------------------
     async def report(self, request: Any) -> Any:
@@ -385,8 +368,7 @@ class BotDoor:
         await self.stored_or_said(lambda store: self._linked(store, bot, link), f"the socket of bot {bot.name}")
         epoch = await self.stored_or_said(lambda store: relay.take_ownership(store, bot.name, onebot.OWNER), f"the owner of bot {bot.name}")
         if epoch is not None:
-            self._epochs[bot.name] = epoch  # this socket's: a later socket of the bot takes the next
-            self._outbox.set()
+            self.upkeep.owned(bot.name, epoch)
         self.say({"type": "connected", "bot": bot.name, "self_id": link.self_id})
         work.changed()  # its waiting events can run now
         try:
@@ -394,9 +376,7 @@ class BotDoor:
         finally:
             if not onebot.LINKS.detach(link):
                 await self.stored_or_said(lambda store: onebot.forget_link_in(store, bot.name), f"the socket of bot {bot.name}")
-                # released only if no socket of the bot came meanwhile (it owns the bot with an epoch of its own)
-                if epoch is not None and self._epochs.get(bot.name) == epoch and onebot.LINKS.current(bot.name) is None:
-                    del self._epochs[bot.name]
+                if epoch is not None and self.upkeep.let_go(bot.name, epoch):
                     await self.stored_or_said(lambda store: relay.release_ownership(store, bot.name, onebot.OWNER, epoch),
                                               f"the owner of bot {bot.name}")
             self.say({"type": "disconnected", "bot": bot.name, "self_id": link.self_id})
@@ -446,156 +426,14 @@ class BotDoor:
             if not taken:
                 self.say({"type": "failed", "bot": bot.name, "why": "a frame was skipped: state.db was busy"})
 
-    # -- the outbox: other processes' actions on the sockets held here ------------------------------
-    async def relay_outbox(self) -> None:
-        """While this server holds bots' sockets, send the actions other processes ask of them,
-        each bot's in the order they were asked; woken by the store's notices (PostgreSQL,
-        listened for on a thread of its own) or looking every 0.1 s (SQLite)."""
-        listening = await self._listener()
-        loop = asyncio.get_running_loop()
-        stop = threading.Event()
-
-        def listen() -> None:
-            nonlocal listening
-            said = False
-            while not stop.is_set():
-                try:
-                    if listening.wait(1.0):
-                        loop.call_soon_threadsafe(self._outbox.set)
-                except RuntimeError:
-                    return  # the loop has closed
-                except Exception as exc:  # the listener's connection broke: a new one, while the outbox is looked at each second
-                    if not said:
-                        said = True
-                        loop.call_soon_threadsafe(self.say, {"type": "ignored", "why": f"the outbox's notices stopped ({type(exc).__name__}); "
-                                                             "it is looked at every second until they come back"})
-                    stop.wait(1.0)
-                    with contextlib.suppress(Exception):
-                        listening.close()
-                        listening = listener(self.home, relay.OUTBOX_CHANNEL)
-                        said = False
-
-        thread = None
-        if not isinstance(listening, Poller):
-            thread = threading.Thread(target=listen, name="fw-outbox-notices", daemon=True)
-            thread.start()
-        every = 0.1 if thread is None else 1.0
-        try:
-            while True:
-                # each bot's actions in order, the bots side by side: a hung implementation holds up only its own bot
-                done = await asyncio.gather(*(self._relay_bot(bot) for bot in list(self._epochs)), return_exceptions=True)
-                for failed in (d for d in done if isinstance(d, Exception)):
-                    self.say({"type": "internal", "why": f"unexpected error {type(failed).__name__} relaying actions; "
-                              "this is a bug in fw, please report it"})
-                with contextlib.suppress(asyncio.TimeoutError, TimeoutError):
-                    await asyncio.wait_for(self._outbox.wait(), every if self._epochs else 1.0)
-                self._outbox.clear()
-        finally:
-            stop.set()
-            if thread is not None:
-                await asyncio.to_thread(thread.join, 2.0)
-            with contextlib.suppress(Exception):
-                listening.close()
-
-    async def _listener(self) -> Any:
-        try:
-            return await asyncio.to_thread(listener, self.home, relay.OUTBOX_CHANNEL)
-        except FwError as exc:
-            self.say({"type": "ignored", "why": f"the outbox's notices cannot be had ({exc.message}): it is looked at every 0.1 s"})
-            return Poller()
-
-    async def _relay_bot(self, bot: str) -> None:
-        while (epoch := self._epochs.get(bot)) is not None and (link := onebot.LINKS.current(bot)) is not None:
-            asked = await self.stored_or_said(lambda store: relay.claim_next(store, bot, onebot.OWNER, epoch), f"the outbox of bot {bot}")
-            if asked is None:
-                return
-            try:
-                answer = await link.arequest(asked["action"], asked["params"], onebot.ACTION_TIMEOUT,
-                                             lambda action, detail: FwError("unavailable", detail, ""))
-                outcome: dict[str, Any] = {"answer": answer}
-            except FwError as exc:
-                outcome = {"error": exc.message}
-            await self.stored_or_said(lambda store: relay.settle(store, asked["id"], epoch, **outcome), f"the outbox of bot {bot}")
-            self.say({"type": "relayed", "bot": bot, "action": asked["action"], "outcome": "failed" if "error" in outcome else "ok"})
-
-    # -- liveness -------------------------------------------------------------------------------
-    async def keep_fresh(self) -> None:
-        """While serving: say so in state.db for each bot (other processes read it), and look
-        at each bot's heartbeats every second, saying when one goes silent or comes back."""
-        await self._learn_own_ids()
-        beat = 0
-        while True:
-            if beat % int(KEEP_FRESH_SECONDS / WATCH_SECONDS) == 0:
-                await self.stored_or_said(self._refresh, "the state of the bots")
-            await self.watch_once()
-            beat += 1
-            await asyncio.sleep(WATCH_SECONDS)
-
-    def _refresh(self, store: StateStore) -> None:
-        with store.transaction():
-            for bot in self.bots:
-                onebot.record_status(store, bot.name, self_id=bot.self_id)
-                link = onebot.LINKS.current(bot.name)
-                if link is not None:
-                    onebot.record_link(store, bot.name, online=link.online, self_id=link.self_id)
-        for bot in self.bots:
-            onebot.forget_old_sights(store, bot.name)
-        relay.forget_old(store)
-
-    async def watch_once(self) -> None:
-        rows = await self.stored_or_said(lambda store: {b.name: store.one("SELECT * FROM onebot_status WHERE bot = ?", (b.name,))
-                                                        for b in self.bots}, "the heartbeats of the bots")
-        if rows is None:
-            return
-        now = datetime.now(timezone.utc)
-        for bot in self.bots:
-            row = rows.get(bot.name)
-            online = onebot.beats_say(row, now)
-            if online is None or online == bot.online:
-                continue
-            if bot.online is not None or not online:
-                why = "its heartbeats came back" if online else _silence(row, now)
-                self.say({"type": "online" if online else "offline", "bot": bot.name, "why": why})
-            bot.online = online
-
-    async def _learn_own_ids(self) -> None:
-        """An HTTP bot learns its own id from `get_login_info` (else from its first report)."""
-        for bot in self.bots:
-            if bot.self_id is not None or not bot.url:
-                continue
-            adapter = onebot.make(self.home, bot.name, {"adapter": "onebot", "url": bot.url})
-            try:
-                found = await asyncio.wait_for(adapter.alogin_id(), LOGIN_SECONDS + 1)
-            except (TimeoutError, asyncio.TimeoutError, FwError):
-                continue
-            if found and bot.self_id is None:
-                bot.self_id = found
-                await self.stored_or_said(lambda store, b=bot: _with(store, b.name, self_id=b.self_id), f"the id of bot {bot.name}")
-                self.say({"type": "learned", "bot": bot.name, "self_id": found})
-
-
-def _with(store: StateStore, bot: str, **values: Any) -> None:
-    with store.transaction():
-        onebot.record_status(store, bot, **values)
-
-
-def _silence(row: dict[str, Any] | None, now: datetime) -> str:
-    if row and row.get("heartbeat_online") == 0:
-        return "its implementation says it is offline"
-    last = datetime.fromisoformat(row["last_heartbeat_at"].replace("Z", "+00:00")) if row and row.get("last_heartbeat_at") else now
-    interval = float(row["heartbeat_seconds"]) if row and row.get("heartbeat_seconds") else 0
-    return (f"no heartbeat for {(now - last).total_seconds():.0f} s ({onebot.MISSED_BEATS} intervals of {interval:g} s): "
-            "its implementation may be down or logged out")
-
-
 def build_app(door: BotDoor) -> Any:
     from starlette.applications import Starlette
     from starlette.routing import Route, WebSocketRoute
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Any) -> AsyncIterator[None]:
-        fresh = asyncio.ensure_future(door.keep_fresh())
-        outbox = asyncio.ensure_future(door.relay_outbox())
+        fresh = asyncio.ensure_future(door.upkeep.keep_fresh())
+        outbox = asyncio.ensure_future(door.upkeep.relay_outbox())
         engine = asyncio.ensure_future(door.engine.serve())
         try:
             yield
