@@ -16,7 +16,7 @@ from ..home.kinds import check_name
 from ..home.records import edit_record, validate_record
 from ..home.store import Home
 from ..suggest import did_you_mean, hint_with
-from .adapters import ADAPTER_MODULES, adapter_for, onebot, supported_apis
+from .adapters import ADAPTER_MODULES, adapter_for, onebot_state, supported_apis
 
 
 def adapter_of(home: Home, name: str, bot: dict[str, Any]) -> Any:
@@ -29,7 +29,7 @@ def bot_self_id(home: Home, name: str, bot: dict[str, Any]) -> str | None:
     reports, its socket's handshake or `get_login_info`)."""
     if bot.get("adapter") != "onebot":
         return None
-    from .adapters.onebot import status_view  # lazy: start-up speed (only onebot bots pay for it)
+    from .adapters.onebot_state import status_view  # lazy: start-up speed (only onebot bots pay for it)
 
     return status_view(home, name)["self_id"]
 
@@ -49,7 +49,7 @@ def bot_show(home: Home, name: str) -> dict[str, Any]:
     adapter = adapter_of(home, name, bot)
     doc = {"name": name, **bot, "supported_apis": offered, "online": adapter.online()}
     if bot["adapter"] == "onebot":
-        from .adapters.onebot import status_view  # lazy: start-up speed (only onebot bots pay for it)
+        from .adapters.onebot_state import status_view  # lazy: start-up speed (only onebot bots pay for it)
 
         stored = secrets.load(home, BOT_SECRETS, name)
         doc.update(connection=adapter.connection, access_token_set=bool(stored.get("access_token")),
@@ -162,7 +162,7 @@ def bot_remove(home: Home, name: str) -> dict[str, Any]:
         home.remove(bot_rel(name))
         secrets.remove(home, BOT_SECRETS, name)  # a bot added again under its name is given its token again
         if bot["adapter"] == "onebot":
-            onebot.forget_bot(home, name)
+            onebot_state.forget_bot(home, name)
     return {"bot": name, "removed": True}
 
 
@@ -222,7 +222,7 @@ def bot_set(home: Home, name: str, *, unsupported_apis: list[str] | None = None,
         if patch:
             edit_record(home, "bot", bot_rel(name), patch)
         if url is not None and (url or None) != bot.get("url") and not home.is_dry_run:
-            onebot.forget_self_id(home, name)  # another implementation, maybe another account
+            onebot_state.forget_self_id(home, name)  # another implementation, maybe another account
         if online is not None and not home.is_dry_run:
             adapter_of(home, name, bot).set_online(online)
     shown = bot_show(home, name)

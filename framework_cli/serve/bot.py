@@ -45,7 +45,7 @@ from ..errors import FwError
 from ..home.secrets import redact
 from ..home.store import Home
 from ..http_client import close_async_clients
-from ..platform.adapters import onebot
+from ..platform.adapters import onebot, onebot_state
 from ..platform.adapters import onebot_relay as relay
 from ..platform.adapters.onebot_reports import Report, read_report
 from ..runtime import bot_events, work
@@ -97,7 +97,7 @@ def plan_bots(home: Home, names: list[str], host: str) -> tuple[list[ServedBot],
                           field="secret")
         if secret:
             secrets_of[secret] = name
-        served = ServedBot(name, bot.get("url"), token, secret, onebot.status_view(home, name)["self_id"], True)
+        served = ServedBot(name, bot.get("url"), token, secret, onebot_state.status_view(home, name)["self_id"], True)
         if served.url and not secret and not loopback:
             why = (f"bot {name!r} has no secret, so anyone who can reach {host} could post it reports that run its agent; "
                    "unsigned reports are taken only on a loopback address")
@@ -185,14 +185,14 @@ class BotDoor:
         def read_and_note(store: StateStore) -> tuple[Report, bool]:
             if gave_up.is_set():
                 raise GaveUp
-            report = read_report(data, bot.self_id, onebot.said_by_bot(store, bot.name))
+            report = read_report(data, bot.self_id, onebot_state.said_by_bot(store, bot.name))
             if report.kind != "event":
                 return report, False
             decision.update(self._decide(bot, report.event))  # type: ignore[arg-type]
             with store.transaction():
-                fresh = report.key is None or onebot.first_sight(store, bot.name, report.key)
+                fresh = report.key is None or onebot_state.first_sight(store, bot.name, report.key)
                 if fresh:
-                    onebot.record_status(store, bot.name, last_event_at=now_iso(), self_id=bot.self_id or report.self_id)
+                    onebot_state.record_status(store, bot.name, last_event_at=now_iso(), self_id=bot.self_id or report.self_id)
                     if "principal" in decision:
                         bot_events.enqueue(store, bot.name, decision["principal"], report.event)  # type: ignore[arg-type]
                 if gave_up.is_set():
@@ -268,9 +268,9 @@ class BotDoor:
 
         def keep(store: StateStore) -> None:
             with store.transaction():
-                onebot.record_status(store, bot.name, **values)
+                onebot_state.record_status(store, bot.name, **values)
                 if link is not None:
-                    onebot.record_link(store, bot.name, online=link.online, self_id=link.self_id)
+                    onebot_state.record_link(store, bot.name, online=link.online, self_id=link.self_id)
 
         await self.stored_or_said(keep, f"the state of bot {bot.name}")
         await self.upkeep.watch_once()
@@ -366,7 +366,7 @@ class BotDoor:
         link = onebot.SocketLink(bot.name, send, self_id, asend=websocket.send_text)
         onebot.LINKS.attach(link)
         await self.stored_or_said(lambda store: self._linked(store, bot, link), f"the socket of bot {bot.name}")
-        epoch = await self.stored_or_said(lambda store: relay.take_ownership(store, bot.name, onebot.OWNER), f"the owner of bot {bot.name}")
+        epoch = await self.stored_or_said(lambda store: relay.take_ownership(store, bot.name, onebot_state.OWNER), f"the owner of bot {bot.name}")
         if epoch is not None:
             self.upkeep.owned(bot.name, epoch)
         self.say({"type": "connected", "bot": bot.name, "self_id": link.self_id})
@@ -375,17 +375,17 @@ class BotDoor:
             await self._frames(websocket, bot, link)
         finally:
             if not onebot.LINKS.detach(link):
-                await self.stored_or_said(lambda store: onebot.forget_link_in(store, bot.name), f"the socket of bot {bot.name}")
+                await self.stored_or_said(lambda store: onebot_state.forget_link_in(store, bot.name), f"the socket of bot {bot.name}")
                 if epoch is not None and self.upkeep.let_go(bot.name, epoch):
-                    await self.stored_or_said(lambda store: relay.release_ownership(store, bot.name, onebot.OWNER, epoch),
+                    await self.stored_or_said(lambda store: relay.release_ownership(store, bot.name, onebot_state.OWNER, epoch),
                                               f"the owner of bot {bot.name}")
             self.say({"type": "disconnected", "bot": bot.name, "self_id": link.self_id})
 
     @staticmethod
     def _linked(store: StateStore, bot: ServedBot, link: onebot.SocketLink) -> None:
         with store.transaction():
-            onebot.record_link(store, bot.name, online=link.online, self_id=link.self_id)
-            onebot.record_status(store, bot.name, self_id=link.self_id)
+            onebot_state.record_link(store, bot.name, online=link.online, self_id=link.self_id)
+            onebot_state.record_status(store, bot.name, self_id=link.self_id)
 
     async def _frames(self, websocket: Any, bot: ServedBot, link: onebot.SocketLink) -> None:
         """Read the socket: answers to actions at once; reports in arrival order, by one

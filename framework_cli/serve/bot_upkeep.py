@@ -16,7 +16,7 @@ from typing import Any
 
 from ..errors import FwError
 from ..home.store import Home
-from ..platform.adapters import onebot
+from ..platform.adapters import onebot, onebot_state
 from ..platform.adapters import onebot_relay as relay
 from ..state.store import Poller, StateStore, listener
 
@@ -124,7 +124,7 @@ class Upkeep:
 
     async def _relay_bot(self, bot: str) -> None:
         while (epoch := self.epochs.get(bot)) is not None and (link := onebot.LINKS.current(bot)) is not None:
-            asked = await self.stored_or_said(lambda store: relay.claim_next(store, bot, onebot.OWNER, epoch), f"the outbox of bot {bot}")
+            asked = await self.stored_or_said(lambda store: relay.claim_next(store, bot, onebot_state.OWNER, epoch), f"the outbox of bot {bot}")
             if asked is None:
                 return
             try:
@@ -152,12 +152,12 @@ class Upkeep:
     def _refresh(self, store: StateStore) -> None:
         with store.transaction():
             for bot in self.bots:
-                onebot.record_status(store, bot.name, self_id=bot.self_id)
+                onebot_state.record_status(store, bot.name, self_id=bot.self_id)
                 link = onebot.LINKS.current(bot.name)
                 if link is not None:
-                    onebot.record_link(store, bot.name, online=link.online, self_id=link.self_id)
+                    onebot_state.record_link(store, bot.name, online=link.online, self_id=link.self_id)
         for bot in self.bots:
-            onebot.forget_old_sights(store, bot.name)
+            onebot_state.forget_old_sights(store, bot.name)
         relay.forget_old(store)
 
     async def watch_once(self) -> None:
@@ -168,7 +168,7 @@ class Upkeep:
         now = datetime.now(timezone.utc)
         for bot in self.bots:
             row = rows.get(bot.name)
-            online = onebot.beats_say(row, now)
+            online = onebot_state.beats_say(row, now)
             if online is None or online == bot.online:
                 continue
             if bot.online is not None or not online:
@@ -194,7 +194,7 @@ class Upkeep:
 
 def _with(store: StateStore, bot: str, **values: Any) -> None:
     with store.transaction():
-        onebot.record_status(store, bot, **values)
+        onebot_state.record_status(store, bot, **values)
 
 
 def _silence(row: dict[str, Any] | None, now: datetime) -> str:
@@ -202,5 +202,5 @@ def _silence(row: dict[str, Any] | None, now: datetime) -> str:
         return "its implementation says it is offline"
     last = datetime.fromisoformat(row["last_heartbeat_at"].replace("Z", "+00:00")) if row and row.get("last_heartbeat_at") else now
     interval = float(row["heartbeat_seconds"]) if row and row.get("heartbeat_seconds") else 0
-    return (f"no heartbeat for {(now - last).total_seconds():.0f} s ({onebot.MISSED_BEATS} intervals of {interval:g} s): "
+    return (f"no heartbeat for {(now - last).total_seconds():.0f} s ({onebot_state.MISSED_BEATS} intervals of {interval:g} s): "
             "its implementation may be down or logged out")
