@@ -87,8 +87,25 @@ async def arun_agent(
         agent = None  # a managed run runs what its binding names
     context = {**(context or {}), "input": without_lone_surrogates(redact(message))[:INPUT_KEPT]}
     model_timeout = timeout if timeout is not None else DEFAULT_MODEL_TIMEOUT
-    opening = _Opening(on_started, model_timeout, stream)
-    record, sources, parts = await _opened(home, run_sync, opening, principal=principal, agent=agent, context=context)
+
+    def after_start(record: dict[str, Any]) -> Parts | Exception | None:
+        """On the thread that started the run, in the same step (one hand-off to the threads and
+        back instead of three; the note of its id cannot come after its work is finished): the
+        caller's note, then what fw's own model loop needs of the home, or why it cannot be had
+        (raised in the run, whose end closes what the start opened)."""
+        if on_started is not None:
+            try:
+                on_started(record["run_id"])
+            except Exception:  # e.g. the store busy for a moment: the run goes on, as its work does
+                pass
+        if (record.get("runner") or {}).get("type") == EXTERNAL:
+            return None
+        try:
+            return _loop_parts(home, record, model_timeout, stream)
+        except Exception as exc:
+            return exc
+
+    record, sources, parts = await _opened(home, run_sync, after_start, principal=principal, agent=agent, context=context)
     token = record.pop("gateway_token", "")  # shown to no one: only an external runner gets it
     run_id = record["run_id"]
     try:
@@ -118,47 +135,26 @@ async def arun_agent(
         await closer(_close_and_end, home, sources, run_id)
 
 
-@dataclass
-class _Opening:
-    """What is done in the same step as a run's start, on the same thread: the caller's note of
-    its id, and what fw's own model loop needs of the home (one hand-off to the threads and back
-    instead of three, and the note can no longer come after the run's work is finished)."""
-
-    on_started: Callable[[str], None] | None
-    model_timeout: float
-    stream: bool
-
-
 Parts = tuple[ChatClient, str, list[dict[str, Any]]]
+AfterStart = Callable[[dict[str, Any]], "Parts | Exception | None"]
 
 
-async def _opened(home: Home, run_sync: Any, opening: _Opening, **start: Any) -> tuple[dict[str, Any], Any, Parts | Exception | None]:
-    """The run started, driven by this process: on `run_sync` (short work), or on its threads
-    for long work when it starts MCP servers or plugins or probes the sandbox (a server that
-    takes a minute to start then holds up only this run). With it, `_open`'s other work."""
+async def _opened(home: Home, run_sync: Any, after_start: AfterStart, **start: Any) -> tuple[dict[str, Any], Any, Parts | Exception | None]:
+    """The run started, driven by this process, and `after_start(record)` done in the same step:
+    on `run_sync` (short work), or on its threads for long work when it starts MCP servers or
+    plugins or probes the sandbox (a server that takes a minute to start then holds up only this
+    run)."""
     if long_work(run_sync) is run_sync:  # one pool for every kind of work
-        return await run_sync(_open, home, opening, **start)  # type: ignore[no-any-return]
+        return await run_sync(_open, home, after_start, **start)  # type: ignore[no-any-return]
     try:
-        return await run_sync(_open, home, opening, quick=True, **start)  # type: ignore[no-any-return]
+        return await run_sync(_open, home, after_start, quick=True, **start)  # type: ignore[no-any-return]
     except WouldWait:  # its MCP servers, plugins or sandbox probe may take long
-        return await long_work(run_sync)(_open, home, opening, **start)  # type: ignore[no-any-return]
+        return await long_work(run_sync)(_open, home, after_start, **start)  # type: ignore[no-any-return]
 
 
-def _open(home: Home, opening: _Opening, **start: Any) -> tuple[dict[str, Any], Any, Parts | Exception | None]:
-    """(record, sources, the model loop's parts): the run started and noted; for fw's own
-    model loop, its parts, or why they cannot be had (raised in the run, which then ends)."""
+def _open(home: Home, after_start: AfterStart, **start: Any) -> tuple[dict[str, Any], Any, Parts | Exception | None]:
     record, sources = open_run(home, owned=True, **start)
-    if opening.on_started is not None:
-        try:
-            opening.on_started(record["run_id"])
-        except Exception:  # e.g. the store busy for a moment: the run goes on, as its work does
-            pass
-    if (record.get("runner") or {}).get("type") == EXTERNAL:
-        return record, sources, None
-    try:
-        return record, sources, _loop_parts(home, record, opening.model_timeout, opening.stream)
-    except Exception as exc:  # raised in the run, whose end closes what the start opened
-        return record, sources, exc
+    return record, sources, after_start(record)
 
 
 INPUT_KEPT = 65536  # characters of the input text kept in the run record (fw_get_current_event)

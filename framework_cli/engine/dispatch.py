@@ -159,8 +159,7 @@ class PrincipalWork:
             if exc.extra.get("reason") == "binding_disabled":
                 return Outcome(BACKLOG)  # disabled since it was claimed: it waits for the binding again
             reason = exc.extra.get("reason")  # e.g. unavailable (model_answer): the model answered unusably
-            status = CANCELLED if exc.code == "session_ended" else FAILED  # work of an ended session is cancelled
-            return Outcome(status, redact(f"{exc.code}{f' ({reason})' if reason else ''}: {exc.message}"))
+            return Outcome(_status_of(exc), redact(f"{exc.code}{f' ({reason})' if reason else ''}: {exc.message}"))
 
     def _turn_input(self, turn: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:
         with StateStore.open(Home(self.root)) as store:
@@ -190,8 +189,7 @@ class PrincipalWork:
             sessions.message_post(home, turn["session"], turn["principal"], text, hop=turn["hop"] + 1, run_id=doc["run_id"],
                                   answers=claim)
         except FwError as exc:
-            status = CANCELLED if exc.code == "session_ended" else FAILED
-            return Outcome(status, f"{exc.code}: the answer was not posted ({exc.message})")
+            return Outcome(_status_of(exc), f"{exc.code}: the answer was not posted ({exc.message})")
         return Outcome(DONE, answered=True)
 
     # -- recording --------------------------------------------------------------------------------
@@ -231,6 +229,11 @@ class PrincipalWork:
                     continue
                 taken += _take_back_one(home, store, table, row)
         return taken
+
+
+def _status_of(exc: FwError) -> str:
+    """What work that failed with `exc` is: `cancelled` when its session ended, else `failed`."""
+    return CANCELLED if exc.code == "session_ended" else FAILED
 
 
 def _take_back_one(home: Home, store: StateStore, table: str, row: dict[str, Any]) -> int:
