@@ -336,10 +336,19 @@ def tls_context() -> Any:
 
 
 def warm() -> None:
-    """What a serving process's first runs would otherwise pay for on its event loop: httpx
-    imported and the TLS context made (called on a worker thread before the first run)."""
+    """What a serving process's first runs would otherwise pay for on its event loop: httpx,
+    httpcore and h11 imported, and the asyncio backend of anyio that httpcore's locks load on
+    their first use; the TLS context made (called on a worker thread as the engine starts)."""
+    import importlib
+
+    import httpcore  # noqa: F401
     import httpx  # noqa: F401
 
+    for name in ("h11", "anyio._backends._asyncio"):
+        try:
+            importlib.import_module(name)
+        except ImportError:  # another anyio, another layout: its first lock imports what it needs
+            pass
     tls_context()
 
 

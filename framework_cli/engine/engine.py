@@ -112,8 +112,10 @@ class Engine:
         loop = asyncio.get_running_loop()
         self._wake = asyncio.Event()
         stop_listening = work.listen(lambda: loop.call_soon_threadsafe(self._wake.set))  # type: ignore[union-attr]
+        # what the first runs need loaded (the network stack, the definitions' models), on a
+        # thread while the engine registers and claims, rather than on the loop or in the first run
+        warming = asyncio.ensure_future(self.threads(_warm))
         await self.threads(self._register)
-        await self.threads(warm)  # httpx and the TLS context, off the loop, before the first run needs them
         beat = asyncio.ensure_future(self._heartbeat())
         try:
             await self.threads(self._take_back)
@@ -133,6 +135,7 @@ class Engine:
         finally:
             stop_listening()
             beat.cancel()
+            warming.cancel()
             if not self.running:
                 await self.threads(self._unregister)
 
@@ -291,3 +294,15 @@ def _end_run(root: Any, run_id: str | None) -> None:
             run_end(Home(root), run_id)
         except FwError:
             pass
+
+
+def _warm() -> None:
+    """Load what a run's start and its model request need: the network stack and the models
+    that check a definition (about 0.15 s each, once a process). Only a head start: what fails
+    here fails again, and is reported, where a run needs it."""
+    try:
+        from ..home import models  # noqa: F401  # lazy: start-up speed
+
+        warm()
+    except Exception:
+        pass
