@@ -7,7 +7,15 @@ from typing import Any
 
 from ..errors import FwError
 from ..home.kinds import KINDS, check_name, is_reserved
-from ..home.records import edit_record, find_one, load_record, read_definition, refuse_secret_values, resource_names
+from ..home.records import (
+    edit_record,
+    find_one,
+    find_record,
+    load_record,
+    read_definition,
+    refuse_secret_values,
+    resource_names,
+)
 from ..home.store import Home
 from ..state.clock import now_iso
 from ..suggest import did_you_mean, hint_with
@@ -70,11 +78,9 @@ def no_principal(home: Home, name: str, hint: str) -> FwError:
 
 def get_principal(home: Home, name: str) -> dict[str, Any] | None:
 
-    rel = f"{PRINCIPALS}/{name}.yaml"
-    if not home.exists(rel):
-        return None
-    record = load_record(home, "principal", name, rel)
-    home.keep_refreshed_index()
+    record = find_record(home, "principal", name, f"{PRINCIPALS}/{name}.yaml")
+    if record is not None:
+        home.keep_refreshed_index()
     return record
 
 
@@ -141,11 +147,9 @@ def binding_list(home: Home) -> dict[str, Any]:
 def _binding_record(home: Home, principal: str) -> dict[str, Any] | None:
     """The stored binding (validated; `corrupt` if it is not), or None."""
 
-    rel = f"{BINDINGS}/{principal}.yaml"
-    if not home.exists(rel):
-        return None
-    record = load_record(home, "binding", principal, rel)
-    home.keep_refreshed_index()
+    record = find_record(home, "binding", principal, f"{BINDINGS}/{principal}.yaml")
+    if record is not None:
+        home.keep_refreshed_index()
     return record
 
 
@@ -168,14 +172,14 @@ def agent_bindings_of(home: Home, names: list[str]) -> tuple[dict[str, dict[str,
     agents: set[str] = set()
     bindings: dict[str, dict[str, Any]] = {}
     for name in names:
-        if not home.exists(f"{PRINCIPALS}/{name}.yaml"):
-            continue
         try:
-            if load_record(home, "principal", name, f"{PRINCIPALS}/{name}.yaml").get("kind") != "agent":
+            principal = find_record(home, "principal", name, f"{PRINCIPALS}/{name}.yaml")
+            if principal is None or principal.get("kind") != "agent":
                 continue
             agents.add(name)
-            if home.exists(f"{BINDINGS}/{name}.yaml"):
-                bindings[name] = _present_binding(home, name, load_record(home, "binding", name, f"{BINDINGS}/{name}.yaml"))
+            binding = find_record(home, "binding", name, f"{BINDINGS}/{name}.yaml")
+            if binding is not None:
+                bindings[name] = _present_binding(home, name, binding)
         except FwError:
             continue  # a corrupt file: `fw home check` names it
     home.keep_refreshed_index()

@@ -141,6 +141,20 @@ def load_record(home: Home, kind: str, name: str, rel: str) -> dict[str, Any]:
     return plain_copy(entry["record"])  # the index's own entry must not change with the caller's copy
 
 
+def find_record(home: Home, kind: str, name: str, rel: str) -> dict[str, Any] | None:
+    """`load_record`, or None when there is no such file: one look at the disk where asking
+    `home.exists` first takes two (a run's start reads its principal and binding several
+    times). A dry run asks `exists`, which sees the writes it planned."""
+    if home.is_dry_run:
+        return load_record(home, kind, name, rel) if home.exists(rel) else None
+    entry = home.cached(rel, lambda text: _record_entry(kind, name, rel, text), _checked_again)
+    if entry.get("missing"):
+        return None
+    if "error" in entry:
+        raise FwError("corrupt", entry["error"], fix_hint(rel), **entry["extra"])
+    return plain_copy(entry["record"])
+
+
 def plain_copy(value: Any) -> Any:
     """A copy of JSON-shaped data (what the index keeps: dicts, lists and plain values), made
     several times faster than `copy.deepcopy`, which a run's start pays a dozen times."""
@@ -162,8 +176,10 @@ def _record_entry(kind: str, name: str, rel: str, text: str | None) -> dict[str,
     why it is corrupt."""
     from .models import dump, validate  # lazy: start-up speed
 
+    if text is None:  # never kept in the index: a file that is not there has no stamp
+        return {"missing": True, "error": f"{rel}: the file is missing", "extra": {"path": rel}}
     try:
-        if text is None or NOT_TEXT in text:
+        if NOT_TEXT in text:
             raise YamlProblem("the file is missing or not text", None)
         data = fast_load(text) or {}
         if not NAME_RE.fullmatch(name):

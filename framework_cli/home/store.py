@@ -135,10 +135,13 @@ class Home(HomeIndex):
         number = self._record_lock_of(rel)
         held = self._record_locks.get(number)
         if held is None:
-            folder = self.root / RECORD_LOCKS_DIR
+            folder = f"{self._root}/{RECORD_LOCKS_DIR}"
             try:
-                folder.mkdir(exist_ok=True)
-                fd = os.open(folder / f"{number:02d}", os.O_RDWR | os.O_CREAT, 0o644)
+                try:
+                    fd = os.open(f"{folder}/{number:02d}", os.O_RDWR | os.O_CREAT, 0o644)
+                except FileNotFoundError:  # the home's first record lock
+                    os.makedirs(folder, exist_ok=True)
+                    fd = os.open(f"{folder}/{number:02d}", os.O_RDWR | os.O_CREAT, 0o644)
             except OSError as exc:
                 raise write_failure(exc, f"{RECORD_LOCKS_DIR}/{number:02d}") from None
             try:
@@ -221,8 +224,11 @@ class Home(HomeIndex):
         target = f"{self._root}/{rel}"
         folder, _, name = target.rpartition("/")
         try:
-            self._make_dirs(Path(folder), secret=secret)
-            fd, tmp = temp_file(folder, name)
+            try:
+                fd, tmp = temp_file(folder, name)
+            except FileNotFoundError:  # the first file of its folder: the folder is made first
+                self._make_dirs(Path(folder), secret=secret)
+                fd, tmp = temp_file(folder, name)
         except OSError as exc:  # a file where a folder belongs, a read-only folder, a full disk
             raise write_failure(exc, rel) from None
         try:
