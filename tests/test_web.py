@@ -9,7 +9,7 @@ import json
 import re
 
 import pytest
-from conftest import CANARY, fw, fwj, make_basics, snapshot
+from conftest import CANARY, fw, fwj, make_basics, snapshot, state_rows
 from fakes.chat_server import ChatServer
 from starlette.testclient import TestClient
 from test_sessions import setup
@@ -477,6 +477,29 @@ def test_a_local_bot_is_spoken_to_from_its_page_and_its_reply_shows_in_its_log(h
     assert "Yes, all green." in log and "team" in log
     assert CANARY not in log + run_page
 
+
+
+def test_a_bot_is_removed_from_its_page_as_by_the_cli_its_token_and_waiting_events_with_it(home):
+    from framework_cli.runtime.bot_events import enqueue
+    from framework_cli.state.store import StateStore
+
+    bound_p1("--event", "message.*")
+    fw("bot", "add", "qq", "--adapter", "onebot", "--principal", "p1", "--access-token-stdin", input="bot-token-7f3a")
+    with StateStore.open(Home(home)) as store, store.transaction():
+        enqueue(store, "qq", "p1", {"type": "message.group", "group": {"id": "42"}, "actor": {"id": "7"}})
+    c = client(home)
+    page = c.get("/bots/qq")
+    assert page.status_code == 200 and 'aria-label="Remove the bot"' in page.text and "fw bot remove qq" in page.text
+    before = snapshot(home)
+    forged = c.post("/bots/qq", data={"action": "remove"})  # no form token: refused, nothing changed
+    assert forged.status_code == 403 and snapshot(home) == before
+    done = c.post("/bots/qq", data={"csrf_token": csrf(c, "/bots/qq"), "action": "remove"}, follow_redirects=False)
+    assert done.status_code == 303 and done.headers["location"] == "/bots?removed=qq"
+    assert "Bot qq was removed." in c.get(done.headers["location"]).text
+    assert fwj("bot", "list")["bots"] == [] and not (home / "secrets" / "bot" / "qq.json").exists()
+    assert [e["status"] for e in state_rows(home, "SELECT status FROM bot_events")] == ["cancelled"]
+    assert [p["name"] for p in fwj("principal", "list")["principals"] if p["name"] == "p1"] == ["p1"]  # its principal stays
+    assert c.get("/bots/qq").status_code == 404
 
 def test_the_managers_tools_page_lists_every_tool_and_calls_one_as_the_manager(home):
     make_basics()

@@ -110,14 +110,9 @@ def show(ctx: typer.Context, name: NameArg, as_json: JsonOpt = False) -> None:
 def remove(ctx: typer.Context, name: NameArg, as_json: JsonOpt = False) -> None:
     """Remove a bot. Runs started for it can no longer act through it; its events still waiting
     are cancelled, and what state.db kept of it (its own id, the reports it saw) is forgotten."""
-    from ..platform.bots import bot_remove  # lazy: start-up speed
-    from ..runtime.bot_events import forget_bot  # lazy: start-up speed
-    from ..state.store import StateStore  # lazy: start-up speed
+    from ..engine.events import remove_bot  # lazy: start-up speed
 
-    home = home_of(ctx)
-    doc = bot_remove(home, name)
-    with StateStore.open(home) as store:
-        doc["cancelled_events"] = forget_bot(store, name)
+    doc = remove_bot(home_of(ctx), name)
     emit(doc, as_json, lambda c: c.print(f"Removed bot {name}."))
 
 

@@ -21,6 +21,7 @@ from ..domain.bots import find_bot
 from ..errors import FwError
 from ..home.secrets import redact
 from ..home.store import Home
+from ..platform.bots import bot_remove
 from ..runtime import bot_events, lanes
 from ..runtime.bot_events import CANCELLED, DONE, FAILED, PENDING, REFUSED, RUNNING
 from ..state.store import StateStore, now_iso
@@ -161,3 +162,13 @@ def _bot_and_refusal(home: Home, bot_name: str, event: dict[str, Any]) -> tuple[
 def _record_run(home: Home, owner: str, item: Item, run_id: str) -> None:
     with StateStore.open(home) as store, store.transaction():
         store.execute("UPDATE bot_events SET run_id = ? WHERE id = ? AND owner = ? AND attempts = ?", (run_id, item.id, owner, item.attempts))
+
+
+def remove_bot(home: Home, name: str) -> dict[str, Any]:
+    """`fw bot remove`, and the web page's: the bot's file and stored secrets removed
+    (platform/bots.py), and its events still waiting cancelled, so that a bot added again under
+    its name does not answer them."""
+    doc = bot_remove(home, name)
+    with StateStore.open(home) as store:
+        doc["cancelled_events"] = bot_events.forget_bot(store, name)
+    return doc

@@ -26,6 +26,7 @@ from ...domain.tool_types import Caller
 from ...engine.agent_run import arun_agent
 from ...engine.aio import Threads
 from ...engine.dispatch import dispatch
+from ...engine.events import remove_bot
 from ...engine.handling import local_say
 from ...errors import FwError
 from ...platform.bots import bot_add, bot_list, bot_set, bot_show, local_platform
@@ -228,7 +229,7 @@ class RuntimePages:
         bots = bot_list(home)["bots"]
         principals = [p["name"] for p in principal_list(home)["principals"] if p.get("kind") == "agent"]
         return self.render(request, "bots.html", status, bots=bots, principals=principals, values=values, errors=errors,
-                           alerts=alerts, saved=request.query_params.get("saved") == "1")
+                           alerts=alerts, saved=request.query_params.get("saved") == "1", removed=request.query_params.get("removed"))
 
     def bot(self, request: Request, form: Form | None, name: str) -> Response:
         """One bot: its url, and its access token and signing secret, which are write-only (an
@@ -238,6 +239,9 @@ class RuntimePages:
         shown = bot_show(home, name)
         error, values = None, {"url": shown.get("url") or ""}
         said = {"from": "", "group": "", "text": "", "no_run": ""}
+        if form is not None and forms.one(form, "action") == "remove":
+            remove_bot(home, name)  # as `fw bot remove`: its file, stored secrets and waiting events go
+            return RedirectResponse(f"/bots?{urlencode({'removed': name})}", status_code=303)
         if form is not None and forms.one(form, "action") == "say":
             said = {k: forms.one(form, k) for k in said}
             said["text"] = (form.get("text") or [""])[0]
