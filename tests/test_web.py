@@ -208,6 +208,7 @@ def test_a_new_provider_without_a_key_is_refused_at_the_key_field(home):
     c = client(home)
     page = c.post("/providers/new", data=page_form(c, "/providers/new", name="p1", base_url="https://x.test/v1"))
     assert page.status_code == 400 and 'id="err-api_key"' in page.text
+    assert "type it in the api_key field" in page.text and "--api-key-stdin" not in page.text  # said as the page, not the CLI
     assert snapshot(home) == before
 
 

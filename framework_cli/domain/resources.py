@@ -226,6 +226,7 @@ def _check_key_source(plain: dict[str, Any], stored_key: Any) -> None:
             "a provider needs a key: api_key or api_key_env",
             "pass the key with --api-key-stdin, or name its variable with api_key_env",
             field="api_key",
+            reason="no_key",
         )
 
 

@@ -298,6 +298,10 @@ class Pages:
         return RedirectResponse(f"/providers/{name}/edit?saved=1", status_code=303)
 
     def provider_page(self, request: Request, home: Home, values: dict[str, Any], *, new: bool, error: FwError | None = None) -> Response:
+        if error is not None and error.extra.get("reason") == "no_key":  # the domain's hint names the CLI's flag
+            error = FwError(error.code, "a provider needs its API key", "type it in the api_key field: it is kept in secrets/ "
+                            "and never shown again (a key read from an environment variable, api_key_env, is set in the "
+                            "provider's file or with `fw resource write`)", field="api_key")
         errors, alerts, status = self.failed(error)
         return self.render(request, "provider_form.html", status, values=values, new=new, errors=errors, alerts=alerts,
                            categories=home.categories(KINDS["provider"]), saved=request.query_params.get("saved") == "1")
