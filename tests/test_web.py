@@ -454,6 +454,19 @@ def test_ended_runs_are_dropped_from_the_runs_page_and_active_ones_kept(home):
     assert [r["run_id"] for r in fwj("run", "list")["runs"]] == [active]
 
 
+
+def test_the_audit_page_links_the_runs_still_recorded_and_names_the_pruned_ones(home):
+    make_basics()
+    kept = fwj("run", "start", "--agent", "a1")["run_id"]
+    pruned = fwj("run", "start", "--agent", "a1")["run_id"]
+    for run_id in (kept, pruned):
+        assert fw("tool", "call", "--run", run_id, "framework_memory_list", "--args", "{}").exit_code == 5  # refused, and audited
+    fwj("run", "end", pruned)
+    fwj("run", "prune")
+    text = client(home).get("/audit").text
+    assert f'<a href="/runs/{kept}">' in text and f'href="/runs/{pruned}"' not in text
+    assert f"{pruned}</span> <span class=\"muted\">(pruned)</span>" in text
+
 def test_a_local_bot_is_spoken_to_from_its_page_and_its_reply_shows_in_its_log(home):
     bound_p1("--event", "message.*")
     fwj("bot", "add", "desk", "--adapter", "local", "--principal", "p1")

@@ -21,7 +21,7 @@ from starlette.responses import RedirectResponse, Response
 
 from ...domain.identities import agent_bind, agent_unbind, binding_list, operator, principal_create, principal_list
 from ...domain.resources import names
-from ...domain.run_records import RUN_STATUSES, run_end, run_list, run_prune, run_show
+from ...domain.run_records import RUN_STATUSES, run_end, run_ids, run_list, run_prune, run_show
 from ...domain.tool_types import Caller
 from ...engine.agent_run import arun_agent
 from ...engine.aio import Threads
@@ -447,7 +447,10 @@ class RuntimePages:
         number = page_number(request)
         doc = audit_page(self.pages.home(), number, PAGE, run=query["run"] or None, tool=query["tool"] or None)
         page = {"number": number, "pages": None, "older": doc["older"], "keep": {k: v for k, v in query.items() if v}}
-        return self.render(request, "audit.html", entries=doc["entries"], page=page, filters=query)
+        # a run's page exists while its record does: a run pruned since (`fw run prune`) is named, not linked
+        named_runs = {e["run_id"] for e in doc["entries"] if e.get("run_id")}
+        recorded = named_runs & set(run_ids(self.pages.home())) if named_runs else set()
+        return self.render(request, "audit.html", entries=doc["entries"], page=page, filters=query, recorded=recorded)
 
     def tasks(self, request: Request, form: Form | None) -> Response:
         shown, page = paged(task_list(self.pages.home())["tasks"], request)
