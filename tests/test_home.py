@@ -1,4 +1,5 @@
 
+import pytest
 from conftest import SAMPLE_HOME, fw, fwj, snapshot
 
 
@@ -138,3 +139,16 @@ def test_check_finds_the_default_prompt_missing(home):
     # home init restores it, and the home is clean again
     assert fwj("home", "init", str(home))["created"] == ["prompts/default/default.md"]
     assert fwj("home", "check")["ok"] is True
+
+
+def test_a_record_lock_of_a_home_that_is_gone_fails_and_makes_nothing(tmp_path):
+    """A run that ends after its home was removed is told so; the home is not made again."""
+    from framework_cli.errors import FwError
+    from framework_cli.home.store import Home
+
+    gone = tmp_path / "gone"
+    with pytest.raises(FwError) as caught:
+        with Home(gone).record_locked("runs/run-20261203T000000-00000000.json"):
+            pass
+    assert caught.value.code == "corrupt" and ".locks/" in caught.value.message
+    assert not gone.exists()

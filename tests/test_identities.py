@@ -123,3 +123,28 @@ def test_a_binding_notes_who_turned_it_on_or_off_and_when(home):
     unchanged = fwj("tool", "call", "--manager", "agent_set_enabled", "--args", '{"principal": "p1", "enabled": true}')
     assert unchanged["binding"]["enabled_at"] == listed["enabled_at"]  # already on: nothing noted
     assert "enabled_by: manager (tool)" in (home / "bindings/p1.yaml").read_text()
+
+
+def test_a_principal_or_binding_file_that_is_a_looping_link_counts_as_absent(home):
+    """As `exists` has always taken it: a link to itself is not a principal, and its name can
+    be bound to nothing; nothing is written."""
+    (home / "principals" / "loop.yaml").symlink_to("loop.yaml")
+    (home / "bindings" / "loop.yaml").symlink_to("loop.yaml")
+    before = sorted(str(p.relative_to(home)) for p in home.rglob("*") if ".index" not in p.parts)
+    r = fw("binding", "enable", "loop", "--json")
+    assert r.exit_code == 3 and r.json["error"]["code"] == "not_found", r
+    r = fw("binding", "set", "loop", "--agent", "a1", "--json")
+    assert r.exit_code == 3 and r.json["error"]["code"] == "not_found" and "Traceback" not in r.output, r
+    assert sorted(str(p.relative_to(home)) for p in home.rglob("*") if ".index" not in p.parts) == before
+    assert (home / "bindings" / "loop.yaml").is_symlink()
+
+
+def test_writes_under_secrets_make_every_new_folder_only_its_owner_may_open(home):
+    from framework_cli.home.store import Home
+
+    h = Home(home)
+    with h.locked():
+        h.write_text("secrets/plugin/deep/one.json", "{}", secret=True)
+    for folder in ("secrets", "secrets/plugin", "secrets/plugin/deep"):
+        assert (home / folder).stat().st_mode & 0o777 == 0o700, folder
+    assert (home / "secrets/plugin/deep/one.json").stat().st_mode & 0o777 == 0o600

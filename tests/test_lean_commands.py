@@ -59,6 +59,19 @@ def test_message_post_on_a_settled_home_loads_nothing_heavy(home):
     assert json.loads(out)["turns"] == [{"id": 2, "principal": "ops", "status": "pending"}]
 
 
+def test_a_message_mentioning_an_unbound_agent_loads_nothing_heavy(home):
+    """An agent principal without a binding gets no turn: finding that its binding file is
+    not there reads nothing and checks nothing."""
+    session_home(home)
+    fwj("principal", "create", "idle", "--kind", "agent")
+    fwj("session", "add-member", "s1", "idle")
+    age(home)
+    loaded(home, "message", "post", "s1", "--as", "alice", "warm the index")
+    out, modules = loaded(home, "message", "post", "s1", "--as", "alice", "hello @idle and @ops")
+    assert modules == "LOADED []", modules
+    assert "turn" in out and "idle" not in out.split("alice:", 1)[1].split("\n", 1)[1]  # a turn for ops only
+
+
 def test_run_start_on_a_settled_home_loads_nothing_heavy(home):
     session_home(home)
     loaded(home, "run", "start", "--principal", "ops", "--json")  # warms the index

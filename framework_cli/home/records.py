@@ -13,7 +13,7 @@ from ..errors import FwError
 from ..suggest import did_you_mean, hint_with
 from . import secrets
 from .kinds import NAME_RE, KindSpec, check_name, is_reserved
-from .store import NOT_TEXT, Home
+from .store import ABSENT, NOT_TEXT, Home
 from .yamlio import YamlProblem, fast_load, rt_dump, rt_load, split_front_matter, to_commented, to_plain
 
 
@@ -147,7 +147,12 @@ def find_record(home: Home, kind: str, name: str, rel: str) -> dict[str, Any] | 
     times). A dry run asks `exists`, which sees the writes it planned."""
     if home.is_dry_run:
         return load_record(home, kind, name, rel) if home.exists(rel) else None
-    entry = home.cached(rel, lambda text: _record_entry(kind, name, rel, text), _checked_again)
+    try:
+        entry = home.cached(rel, lambda text: _record_entry(kind, name, rel, text), _checked_again)
+    except OSError as exc:
+        if exc.errno in ABSENT:  # a symbolic link that loops, say: not there, as `exists` takes it
+            return None
+        raise
     if entry.get("missing"):
         return None
     if "error" in entry:
@@ -174,10 +179,10 @@ def _checked_again(entry: Any) -> bool:
 def _record_entry(kind: str, name: str, rel: str, text: str | None) -> dict[str, Any]:
     """What the index keeps of a principal, binding or bot file: the validated record, or
     why it is corrupt."""
+    if text is None:  # never kept in the index (a file that is not there has no stamp); loads nothing
+        return {"missing": True, "error": f"{rel}: the file is missing", "extra": {"path": rel}}
     from .models import dump, validate  # lazy: start-up speed
 
-    if text is None:  # never kept in the index: a file that is not there has no stamp
-        return {"missing": True, "error": f"{rel}: the file is missing", "extra": {"path": rel}}
     try:
         if NOT_TEXT in text:
             raise YamlProblem("the file is missing or not text", None)

@@ -50,7 +50,7 @@ def write_failure(exc: OSError, rel: str) -> FwError:
                    "check that the home's folders are folders fw may write (`fw home check`)", path=rel)
 
 
-_ABSENT = (errno.ENOENT, errno.ENOTDIR, errno.EBADF, errno.ELOOP)  # what pathlib's exists() takes for "not there"
+ABSENT = (errno.ENOENT, errno.ENOTDIR, errno.EBADF, errno.ELOOP)  # what pathlib's exists() takes for "not there"
 
 
 def is_home(root: Path) -> bool:
@@ -139,8 +139,11 @@ class Home(HomeIndex):
             try:
                 try:
                     fd = os.open(f"{folder}/{number:02d}", os.O_RDWR | os.O_CREAT, 0o644)
-                except FileNotFoundError:  # the home's first record lock
-                    os.makedirs(folder, exist_ok=True)
+                except FileNotFoundError:  # the home's first record lock (a home that is gone is not made again)
+                    try:
+                        os.mkdir(folder)
+                    except FileExistsError:
+                        pass
                     fd = os.open(f"{folder}/{number:02d}", os.O_RDWR | os.O_CREAT, 0o644)
             except OSError as exc:
                 raise write_failure(exc, f"{RECORD_LOCKS_DIR}/{number:02d}") from None
@@ -208,7 +211,7 @@ class Home(HomeIndex):
         try:
             os.stat(f"{self._root}/{rel}")
         except OSError as exc:
-            if exc.errno in _ABSENT:
+            if exc.errno in ABSENT:
                 return False
             raise  # a folder fw may not read says so, as before
         return True
@@ -258,7 +261,10 @@ class Home(HomeIndex):
             secrets_root = self.root / SECRETS_DIR
             secrets_root.mkdir(mode=0o700, exist_ok=True)
             os.chmod(secrets_root, 0o700)
-            folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+            level = secrets_root
+            for part in folder.relative_to(secrets_root).parts:  # every folder under secrets/ only its owner may open
+                level = level / part
+                level.mkdir(mode=0o700, exist_ok=True)
         else:
             folder.mkdir(parents=True, exist_ok=True)
 

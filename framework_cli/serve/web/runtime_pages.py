@@ -229,7 +229,8 @@ class RuntimePages:
         bots = bot_list(home)["bots"]
         principals = [p["name"] for p in principal_list(home)["principals"] if p.get("kind") == "agent"]
         return self.render(request, "bots.html", status, bots=bots, principals=principals, values=values, errors=errors,
-                           alerts=alerts, saved=request.query_params.get("saved") == "1", removed=request.query_params.get("removed"))
+                           alerts=alerts, saved=request.query_params.get("saved") == "1",
+                           removed=(self.flash.take(request.query_params.get("shown")) or {}).get("removed"))
 
     def bot(self, request: Request, form: Form | None, name: str) -> Response:
         """One bot: its url, and its access token and signing secret, which are write-only (an
@@ -241,7 +242,7 @@ class RuntimePages:
         said = {"from": "", "group": "", "text": "", "no_run": ""}
         if form is not None and forms.one(form, "action") == "remove":
             remove_bot(home, name)  # as `fw bot remove`: its file, stored secrets and waiting events go
-            return RedirectResponse(f"/bots?{urlencode({'removed': name})}", status_code=303)
+            return RedirectResponse(f"/bots?shown={self.flash.put({'removed': name})}", status_code=303)
         if form is not None and forms.one(form, "action") == "say":
             said = {k: forms.one(form, k) for k in said}
             said["text"] = (form.get("text") or [""])[0]
