@@ -359,7 +359,7 @@ def test_over_the_bound_events_wait_in_state_db_and_the_next_server_runs_them(ho
     """--concurrency 2 and a principal with max_queue 3: twelve messages in twelve groups are
     all queued, the principal is flagged, `fw status` shows the queue; a server stopped with
     events waiting leaves them to the next, which answers them: none lost, none doubled."""
-    with ReplyingModel(0.5) as model:
+    with ReplyingModel(1.0) as model:  # slow enough that the queue is still over max_queue when fw status looks
         bot_setup(model.base_url, max_queue=3)
         served = Served(home, "bot", "serve", "qq", "--listen", "127.0.0.1:0", "--concurrency", "2")
         try:
@@ -386,7 +386,9 @@ def test_over_the_bound_events_wait_in_state_db_and_the_next_server_runs_them(ho
         assert code == (130 if stopped["ended_runs"] else 0) and "Traceback" not in err  # runs in flight were ended
         first_replies = napcat.replies()
         left = [e["status"] for e in state_rows(home, "SELECT status FROM bot_events ORDER BY id")]
-        assert (left.count("done"), left.count("cancelled"), left.count("pending")) == (len(first_replies), stopped["ended_runs"], stopped["waiting"])
+        assert (left.count("cancelled"), left.count("pending")) == (stopped["ended_runs"], stopped["waiting"])
+        # every event done was answered; a run ended by the stop may have replied just before it
+        assert left.count("done") <= len(first_replies) <= left.count("done") + left.count("cancelled")
         assert stopped["waiting"] > 0 and len(left) == 12
         # the next server of the bot runs what waits
         served = Served(home, "bot", "serve", "qq", "--listen", "127.0.0.1:0", "--concurrency", "4")
@@ -401,8 +403,9 @@ def test_over_the_bound_events_wait_in_state_db_and_the_next_server_runs_them(ho
     assert code == 0 and "Traceback" not in err
     replied = sorted(reply_text(r) for r in first_replies + napcat.replies())
     statuses = [e["status"] for e in state_rows(home, "SELECT status FROM bot_events ORDER BY id")]
-    assert statuses.count("done") == len(replied) and statuses.count("cancelled") == stopped["ended_runs"]
-    assert len(statuses) == 12 and set(statuses) <= {"done", "cancelled"}  # none lost
+    assert statuses.count("done") <= len(replied) <= statuses.count("done") + statuses.count("cancelled")
+    assert statuses.count("cancelled") == stopped["ended_runs"]
+    assert len(statuses) == 12 and set(statuses) <= {"done", "cancelled"}, state_rows(home, "SELECT status, error FROM bot_events")  # none lost
     assert len(replied) == len(set(replied))  # none doubled
     assert fwj("status")["totals"]["pending"] == 0
 

@@ -214,9 +214,10 @@ class PrincipalWork:
             lanes.give_back(store, item.lane, owner, item.fence)
             return store.one("SELECT status FROM turns WHERE id = ?", (item.id,))["status"]  # type: ignore[index]
 
-    def stopped(self, store: StateStore, owner: str, item: Item, run_id: str | None) -> None:
-        """The engine was stopped while the work ran: it is cancelled (its run was ended)."""
-        self.finish(store, owner, item, Outcome(CANCELLED, "the dispatcher was interrupted"))
+    def stopped(self, store: StateStore, owner: str, item: Item, run_id: str | None) -> bool:
+        """The engine was stopped while the work ran: it is cancelled (its run was ended), unless
+        it had finished meanwhile."""
+        return self.finish(store, owner, item, Outcome(CANCELLED, "the dispatcher was interrupted")) == CANCELLED
 
     def take_back(self, home: Home, store: StateStore, owner: str, live: set[str]) -> int:
         """Take back the running work of owners that are not alive (and of none): end its run,

@@ -73,7 +73,8 @@ class WorkSource(Protocol):
 
     def finish(self, store: StateStore, owner: str, item: Item, outcome: Outcome) -> str: ...
 
-    def stopped(self, store: StateStore, owner: str, item: Item, run_id: str | None) -> None: ...
+    def stopped(self, store: StateStore, owner: str, item: Item, run_id: str | None) -> bool: ...
+    # whether the stop cancelled the work: False when it had finished meanwhile, or was put back
 
     def take_back(self, home: Home, store: StateStore, owner: str, live: set[str]) -> int: ...
 
@@ -150,7 +151,6 @@ class Engine:
         run_ids = {task: self.runs.get((item.kind, item.id)) for task, item in items.items()}
         for task, item in items.items():
             if run_ids[task] is not None:
-                self.ended_runs += 1
                 await self.threads(_end_run, self.root, run_ids[task])
             else:
                 self.stopped_starting += 1
@@ -159,7 +159,9 @@ class Engine:
             await asyncio.wait(list(items), timeout=10)
         for task, item in items.items():
             source = self._source(item.kind)
-            await self.threads(self._with_store, source.stopped, self.owner, item, run_ids[task])
+            cancelled = await self.threads(self._with_store, source.stopped, self.owner, item, run_ids[task])
+            if run_ids[task] is not None and cancelled:
+                self.ended_runs += 1  # a run that finished its work as the stop came is not counted: its outcome stands
         await self.threads(self._unregister)
 
     def _source(self, kind: str) -> WorkSource:
@@ -172,6 +174,10 @@ class Engine:
             if free <= 0 or self._stopping:
                 break
             for item in await self.threads(self._with_store, source.claim, self.owner, free):
+                if self._stopping:  # stopped while it was being claimed: never started, put back or cancelled by its source
+                    self.stopped_starting += 1
+                    await self.threads(self._with_store, source.stopped, self.owner, item, None)
+                    continue
                 task = asyncio.ensure_future(self._work(source, item))
                 self.running[task] = item
                 started += 1

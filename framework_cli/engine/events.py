@@ -116,16 +116,16 @@ class BotEvents:
             row = store.one("SELECT status FROM bot_events WHERE id = ?", (item.id,))
         return row["status"] if row else outcome.status
 
-    def stopped(self, store: StateStore, owner: str, item: Item, run_id: str | None) -> None:
-        """The server stopped during the run (which it ended): `cancelled`; one whose run had
-        not started yet waits for the next server."""
+    def stopped(self, store: StateStore, owner: str, item: Item, run_id: str | None) -> bool:
+        """The server stopped during the run (which it ended): `cancelled` (True), unless it
+        had finished meanwhile; one whose run had not started yet waits for the next server."""
         if run_id is None:
             with store.transaction():
                 store.execute("UPDATE bot_events SET status = ?, owner = NULL, started_at = NULL, attempts = attempts - 1 "
                               "WHERE id = ? AND owner = ? AND status = ?", (PENDING, item.id, owner, RUNNING))
                 lanes.give_back(store, item.lane, owner, item.fence)
-            return
-        self.finish(store, owner, item, Outcome(CANCELLED, "the server was stopped during its run"))
+            return False
+        return self.finish(store, owner, item, Outcome(CANCELLED, "the server was stopped during its run")) == CANCELLED
 
     def take_back(self, home: Home, store: StateStore, owner: str, live: set[str]) -> int:
         """Events left running by servers that are gone: run again when no run had started,

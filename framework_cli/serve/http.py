@@ -29,7 +29,7 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -183,9 +183,13 @@ def url_host(host: str) -> str:
     return f"[{host}]" if ":" in host else host
 
 
-def serve(app: Any, sock: socket.socket, *, on_started: Callable[[], None] | None = None, limits: DoorLimits | None = None) -> None:
-    """Run `app` on the bound socket, under `limits`, until Ctrl-C or SIGTERM; then the app's
-    lifespan shutdown runs and KeyboardInterrupt is raised here."""
+def serve(app: Any, sock: socket.socket, *, on_started: Callable[[], None] | None = None, limits: DoorLimits | None = None,
+          before_shutdown: Callable[[], Awaitable[None]] | None = None) -> None:
+    """Run `app` on the bound socket, under `limits`, until Ctrl-C or SIGTERM; then
+    `before_shutdown` is awaited while the connections are still open (a bot server ends its
+    runs in flight there, so that none of them goes on against a connection being closed),
+    the connections are closed, the app's lifespan shutdown runs, and KeyboardInterrupt is
+    raised here."""
     import uvicorn
 
     limits = limits or DoorLimits()
@@ -207,6 +211,14 @@ def serve(app: Any, sock: socket.socket, *, on_started: Callable[[], None] | Non
                 on_started()
 
         server.startup = startup  # type: ignore[method-assign]
+    if before_shutdown is not None:
+        stopping = server.shutdown
+
+        async def shutdown(sockets: Any = None) -> None:
+            await before_shutdown()
+            await stopping(sockets=sockets)
+
+        server.shutdown = shutdown  # type: ignore[method-assign]
     # uvicorn re-raises the signal that stopped it once it has shut down: SIGTERM then comes
     # back as KeyboardInterrupt too, so every way of stopping ends as `interrupted`. The
     # command line's own handler (which also notes the interruption) is kept where it is set.
