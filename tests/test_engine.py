@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import CANARY, fw, fw_bin, fwj, processes_with, state_execute, state_rows, wait_until_gone
+from conftest import CANARY, fw, fw_bin, fwj, processes_with, snapshot, state_execute, state_rows, wait_until_gone
 from fakes.chat_server import ChatServer
 from fakes.onebot_server import SELF_ID, ok
 from serving import Served
@@ -465,3 +465,11 @@ def test_status_counts_failed_work_and_says_when_nothing_serves(home):
     human = fw("status").stdout
     assert "failed in the last hour: 3" in human and "Nothing is serving" in human
     assert CANARY not in human and CANARY not in json.dumps(doc)
+
+
+@pytest.mark.parametrize("bad", [["--concurrency", "0"], ["--concurrency", "100001"], ["--timeout", "0"]])
+def test_a_serving_dispatcher_refuses_a_bad_bound_before_it_says_it_serves(home, bad):
+    before = snapshot(home)
+    r = fw("dispatch", *bad)
+    assert r.exit_code == 4 and "serving" not in r.output and "Traceback" not in r.output, r
+    assert snapshot(home) == before
