@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Annotated, Any, Optional
 
 import typer
@@ -24,23 +25,19 @@ def command(
     the run reports one. With --once it exits when nothing is pending (exit 0 whatever the
     outcomes); without it, it keeps serving until Ctrl-C or SIGTERM, which ends the runs in
     progress (exit 130), or, with none in flight, stops with the summary (exit 0)."""
-    from ..engine.agent_run import check_timeout  # lazy: start-up speed
     from ..engine.dispatch import dispatch as run_dispatch  # lazy: start-up speed
-    from ..engine.engine import check_concurrency  # lazy: start-up speed
 
     home = home_of(ctx)
-    check_concurrency(concurrency)  # refused before it says it serves
-    seconds = parse_duration(timeout, "--timeout") if timeout is not None else None
-    if seconds is not None:
-        check_timeout(seconds)
-    progress = None if json_wanted(as_json) else _progress
-    if not once and not json_wanted(as_json):
-        write_out(f"fw dispatch: serving {home.root}, up to {plural(concurrency, 'turn or task', 'turns or tasks')} at once; Ctrl-C stops.", err=True)
-    doc = run_dispatch(home, once=once, concurrency=concurrency, on_event=progress, timeout=seconds, gateway=run_gateway)
+    progress = None if json_wanted(as_json) else functools.partial(_progress, home)
+    doc = run_dispatch(home, once=once, concurrency=concurrency, on_event=progress,
+                       timeout=parse_duration(timeout, "--timeout") if timeout is not None else None, gateway=run_gateway)
     emit(doc, as_json, lambda c: _render(c, doc))
 
 
-def _progress(event: dict[str, Any]) -> None:
+def _progress(home: Any, event: dict[str, Any]) -> None:
+    if event["type"] == "serving":  # said once the bounds were checked
+        write_out(f"fw dispatch: serving {home.root}, up to {plural(event['concurrency'], 'turn or task', 'turns or tasks')} "
+                  "at once; Ctrl-C stops.", err=True)
     if event["type"] == "ended":
         error = f" ({event['error']})" if event.get("error") else ""
         where = f" in {event['session']}" if event.get("session") else ""

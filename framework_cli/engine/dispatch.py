@@ -303,9 +303,11 @@ def dispatch(home: Home, *, once: bool = False, concurrency: int = DEFAULT_CONCU
     SIGTERM. Stopped with runs in flight, they are ended and KeyboardInterrupt comes through
     (`interrupted`); stopped with none, the summary is returned."""
     check_concurrency(concurrency)
-    source = PrincipalWork(home, timeout, gateway)
+    source = PrincipalWork(home, timeout, gateway)  # checks the timeout
     summary = Summary(queue=_queue(home))
     emit = on_event or (lambda event: None)
+    if not once:
+        emit({"type": "serving", "concurrency": concurrency})  # once every bound is known good
 
     def note(event: dict[str, Any]) -> None:
         if event["type"] == "ended":

@@ -146,6 +146,8 @@ class Engine:
         (its MCP servers slow to answer, say) is counted in `stopped_starting` (its source puts
         it back or cancels it):
         the command that stops then stops the programs those starts began."""
+        if self._stopping:
+            return  # stopped already (a bot server stops its runs before its connections close, then its app stops)
         self._stopping = True
         items = dict(self.running)
         run_ids = {task: self.runs.get((item.kind, item.id)) for task, item in items.items()}

@@ -127,18 +127,9 @@ class BotDoor:
         self._background: set[asyncio.Future[Any]] = set()
         self._over: set[str] = set()  # principals flagged for more waiting events than their max_queue
         self.upkeep = Upkeep(home, bots, on_record, self.stored_or_said)  # the outbox of the bots held here, their liveness
-        self._runs_stopped = False
 
     def close(self) -> None:
         self._store.shutdown(wait=False, cancel_futures=True)
-
-    async def stop_runs(self) -> None:
-        """End the event runs in flight (their events `cancelled`; the waiting ones stay
-        queued), once: as the server stops, before its connections close, so that no run goes
-        on after its implementation's socket closed under it and finishes as if it had replied."""
-        if not self._runs_stopped:
-            self._runs_stopped = True
-            await self.engine.stop()
 
     # -- store work, off the loop ----------------------------------------------------------------
     async def stored(self, work: Callable[[StateStore], Any], seconds: float = STORE_SECONDS,
@@ -450,7 +441,7 @@ def build_app(door: BotDoor) -> Any:
             fresh.cancel()
             outbox.cancel()
             if not engine.done():
-                await door.stop_runs()  # done already as the server began to stop (serve_bots); waiting events stay queued
+                await door.engine.stop()  # done already as the server began to stop (serve_bots); waiting events stay queued
                 engine.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await engine
@@ -523,7 +514,7 @@ def serve_bots(home: Home, names: list[str], listen: str, concurrency: int, on_r
                  "waiting": _waiting(home, [b.name for b in bots])}
     try:
         serve(build_app(door), sock, on_started=lambda: [on_record(r) for r in (listening, *notes)], limits=limits,
-              before_shutdown=door.stop_runs)
+              before_shutdown=engine.stop)  # runs in flight ended while the implementation is still connected
     except KeyboardInterrupt:
         stopped = stopped_record(home, door)
         if stopped["ended_runs"] or engine.stopped_starting:
