@@ -259,6 +259,19 @@ class AsyncioStream:
         return self._transport.get_extra_info(names.get(info, info)) if self._transport is not None else None
 
 
+def _is_address(host: str) -> bool:
+    """Whether `host` is an IPv4 or IPv6 address rather than a name."""
+    import socket
+
+    for family in (socket.AF_INET, socket.AF_INET6):
+        try:
+            socket.inet_pton(family, host.strip("[]"))
+        except (OSError, ValueError):
+            continue
+        return True
+    return False
+
+
 def _socket_readable(transport: Any) -> bool:
     """Whether a transport's socket has something to read now, without waiting (httpcore asks
     before it reuses a kept-alive connection); a socket gone or closed counts as readable."""
@@ -287,8 +300,11 @@ class AsyncioBackend:
         import httpcore
 
         loop = asyncio.get_running_loop()
+        # Happy eyeballs only for a name, which may have several addresses: for an address
+        # Python 3.11 still races it alone (a task and a wait each, on the loop, per connection).
+        delay = None if _is_address(host) else 0.25
         try:
-            _, stream = await asyncio.wait_for(loop.create_connection(AsyncioStream, host, port, happy_eyeballs_delay=0.25,
+            _, stream = await asyncio.wait_for(loop.create_connection(AsyncioStream, host, port, happy_eyeballs_delay=delay,
                                                                       local_addr=(local_address, 0) if local_address else None),
                                                timeout)
         except (TimeoutError, asyncio.TimeoutError):

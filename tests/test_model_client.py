@@ -83,6 +83,13 @@ def test_a_model_nobody_listens_for_is_unreachable_at_once(home):
     assert error["code"] == "unavailable" and f"could not reach http://127.0.0.1:{port}/v1" in error["message"]
 
 
+def test_a_model_named_by_host_name_is_reached_through_whichever_address_listens(home):
+    # `localhost` may name ::1 first; the server listens on 127.0.0.1 only: a name gets happy eyeballs
+    with ChatServer([{"content": "hello"}]) as server:
+        setup_agent(server.base_url.replace("127.0.0.1", "localhost"))
+        assert run_json()["answer"] == "hello"
+
+
 class ClosingServer:
     """A TCP server on 127.0.0.1 that closes every connection as soon as it accepts it (an
     overloaded server, a balancer with nothing behind it)."""
