@@ -140,6 +140,20 @@ def test_the_default_prompt_is_protected(graph):
     assert snapshot(graph) == before
 
 
+def test_the_default_prompt_named_by_an_agent_says_it_is_never_deleted_not_to_plan_recursively(graph):
+    fwj("agent", "create", "a3", "--model", "m1", "--prompt", "default")
+    for recursive in ((), ("--recursive",)):
+        doc = fwj("resource", "delete", "prompt", "default", *recursive)
+        assert doc["blocked"][0]["reason"] == "default_prompt"
+        human = fw("resource", "delete", "prompt", "default", *recursive)
+        hint = human.stdout.split("Hint: ", 1)[1]
+        assert "never deleted" in hint and "--recursive" not in hint
+    before = snapshot(graph)
+    error = fwj("resource", "delete", "prompt", "default", "--recursive", "--confirm", "agent/a3,prompt/default", code=6)["error"]
+    assert error["code"] == "protected" and "never deleted" in error["hint"]
+    assert snapshot(graph) == before
+
+
 def test_a_corrupt_agent_file_blocks_deleting_a_model_it_might_use(graph):
     (graph / "agents/default/broken.yaml").write_text("model: m2\nskills: [oops\n")
     doc = fwj("resource", "delete", "model", "m2")

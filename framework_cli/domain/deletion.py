@@ -95,6 +95,8 @@ def compute_plan(home: Home, kind: str, reference: str, recursive: bool) -> Dele
     graph = HomeGraph(home, referrers | {kind})
     blocked: list[dict[str, Any]] = []
 
+    if target == item("prompt", DEFAULT_PROMPT):  # first: no change of the home can unblock it, so its hint is the one shown
+        blocked.append({"item": target, "reason": "default_prompt", "detail": "the default prompt is used by agents that name no other and cannot be deleted"})
     own = next((e for e in graph.corrupt[kind] if e["name"] == reference), None)
     if own is not None:
         blocked.append({"item": target, "reason": "corrupt", "detail": own["error"]["message"]})
@@ -128,8 +130,6 @@ def compute_plan(home: Home, kind: str, reference: str, recursive: bool) -> Dele
     items = sorted(members, key=lambda i: (DELETE_RANK.get(i.split("/", 1)[0], 2), i))
     agents = [i.split("/", 1)[1] for i in items if i.startswith("agent/")]
     bindings = AgentBindings(home) if agents else None
-    if any(i == item("prompt", DEFAULT_PROMPT) for i in items):
-        blocked.append({"item": item("prompt", DEFAULT_PROMPT), "reason": "default_prompt", "detail": "the default prompt is used by agents that name no other and cannot be deleted"})
     for name in agents:
         assert bindings is not None
         managed = [item("binding", b["principal"]) for b in bindings.by_agent.get(name, [])]
@@ -239,7 +239,7 @@ def unblock_hint(block: dict[str, Any]) -> str:
         return f"the agent still has a binding: remove it first with `fw binding remove {principal}`"
     if reason == "corrupt":
         return "fix or remove the corrupt file by hand (`fw home check` shows what is wrong), then plan again"
-    return "the default prompt is never deleted"
+    return "the default prompt is never deleted; change its text instead: `fw resource edit prompt default`"
 
 
 def _delete_one(home: Home, entry: str) -> None:
