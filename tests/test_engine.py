@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -125,6 +126,10 @@ def test_a_principal_whose_mcp_server_hangs_holds_up_no_one_else_and_leaves_noth
             by = {p["principal"]: p for p in status["principals"]}
             assert (by["stuck"]["running"], by["quick"]["running"], by["quick"]["pending"]) == (1, 0, 0)
             assert [s["command"] for s in status["serving"]] == ["fw dispatch"]
+            assert status["serving"][0]["process"].split(":")[0] == str(serving.pid)
+            line = [row for row in fw("status").stdout.splitlines() if row.startswith("fw dispatch")][0]
+            # the host as its name, and the pid: the boot id and namespace of `host` stay in --json
+            assert line.split()[2:4] == [socket.gethostname(), str(serving.pid)] and "pid:[" not in line
         finally:
             serving.send_signal(signal.SIGINT)
             _, err = serving.communicate(timeout=60)

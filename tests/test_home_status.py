@@ -13,6 +13,13 @@ def test_fw_home_names_the_home_from_fw_home(home):
     assert doc["ok"] is True and doc["counts"]["agent"] == 1 and doc["counts"]["model"] == 1
     text = fw("home").stdout
     assert f"Home: {home.resolve()} (from $FW_HOME)" in text and "1 agent" in text and "Check: clean." in text
+    # principals, bindings and bots are counted too (they are no resource kinds)
+    fwj("principal", "create", "helper", "--kind", "agent")
+    fwj("binding", "set", "helper", "--agent", fwj("resource", "list", "agent")["items"][0]["name"])
+    doc = fwj("home")
+    principals = len(fwj("principal", "list")["principals"])
+    assert doc["identities"] == {"principals": principals, "bindings": 1, "bots": 0} and principals >= 1
+    assert f"Runs as: {principals} principal{'s' if principals != 1 else ''}, 1 binding, 0 bots" in fw("home").stdout
 
 
 def test_fw_home_names_a_home_given_with_home(home, tmp_path):

@@ -36,9 +36,14 @@ def status(ctx: typer.Context) -> None:
         home = home_of(ctx)
     except FwError as exc:
         raise FwError(exc.code, f"{exc.message} ({ORIGINS[origin]})", exc.hint, origin=origin, **exc.extra) from None
+    from ..domain.bots import bot_names  # lazy: start-up speed
+    from ..domain.identities import BINDINGS, principal_names  # lazy: start-up speed
+
     doc = check_home(home, _more_checks())
+    identities = {"principals": len(principal_names(home)), "bindings": len(principal_names(home, BINDINGS)),
+                  "bots": len(bot_names(home))}
     out = {"home": str(home.root.resolve()), "origin": origin, "ok": doc["ok"], "counts": doc["counts"],
-           "problems": len(doc["problems"]), "warnings": len(doc["warnings"])}
+           "identities": identities, "problems": len(doc["problems"]), "warnings": len(doc["warnings"])}
 
     def human(console: Any) -> None:
         from ..home.kinds import KINDS  # lazy: start-up speed
@@ -46,6 +51,9 @@ def status(ctx: typer.Context) -> None:
         console.print(f"Home: {out['home']} ({ORIGINS[origin]})")
         counted = ", ".join(f"{n} {k if n == 1 else KINDS[k].folder}" for k, n in out["counts"].items() if k in KINDS)
         console.print(f"Holds: {counted or 'nothing yet'}")
+        console.print("Runs as: " + ", ".join(f"{plural(n, what)}" for what, n in
+                                              (("principal", identities["principals"]), ("binding", identities["bindings"]),
+                                               ("bot", identities["bots"]))))
         if out["ok"]:
             warned = f" ({plural(out['warnings'], 'warning')})" if out["warnings"] else ""
             console.print(f"Check: clean{warned}.")

@@ -35,8 +35,10 @@ def _render(console: Any, doc: dict[str, Any]) -> None:
         table(console, "bots", ["bot", "principal", "pending", "running", "failed_1h"],
               [[b["bot"], b["principal"], b["pending"], b["running"], b["failed_last_hour"]] for b in doc["bots"]], "", titled=True)
     if doc["serving"]:
-        table(console, "serving", ["command", "host", "id", "heartbeat_at"],
-              [[s["command"], s["host"], s["id"], s["heartbeat_at"]] for s in doc["serving"]], "", titled=True)
+        # the machine's name and the pid: the host's boot and namespace, and the pid's start, are in --json
+        table(console, "serving", ["command", "host", "pid", "id", "heartbeat_at"],
+              [[s["command"], str(s["host"]).split("/", 1)[0], str(s["process"] or "").split(":", 1)[0], s["id"], s["heartbeat_at"]]
+               for s in doc["serving"]], "", titled=True)
     else:
         console.print("Nothing is serving: `fw dispatch` runs turns and tasks, `fw bot serve BOT` a bot's events.")
     if doc["over_max_queue"]:

@@ -77,4 +77,4 @@ def _serving(row: dict[str, Any]) -> dict[str, Any]:
     """A process that serves work (`fw dispatch`, `fw bot serve`), as its heartbeat says."""
     role = str(row["id"]).split("-", 1)[0]
     return {"id": row["id"], "command": "fw bot serve" if role == "bot" else "fw dispatch", "host": row["host"],
-            "started_at": row["started_at"], "heartbeat_at": row["heartbeat_at"]}
+            "process": row["process"], "started_at": row["started_at"], "heartbeat_at": row["heartbeat_at"]}
