@@ -346,3 +346,31 @@ def test_ctrl_c_ends_the_run(home):
     assert "Traceback" not in err
     runs = fwj("run", "list")["runs"]
     assert [r["status"] for r in runs] == ["ended"]
+
+
+def test_a_model_that_cannot_be_asked_refuses_the_run_before_it_starts(home, monkeypatch):
+    """No key for the provider, or no model at all: nothing is started, recorded or audited,
+    by `fw agent run` or by a dispatched turn (which fails, saying why)."""
+    monkeypatch.delenv("FW_TEST_UNSET_KEY", raising=False)
+    fwj("resource", "write", "provider", "nokey", "--create", "--data",
+        json.dumps({"base_url": "http://127.0.0.1:9/v1", "api_key_env": "FW_TEST_UNSET_KEY"}))
+    fwj("resource", "write", "model", "m1", "--create", "--data", json.dumps({"provider": "nokey", "model_id": "x"}))
+    fwj("agent", "create", "a1", "--model", "m1")
+    fwj("agent", "create", "silent")
+    fwj("principal", "create", "alice", "--kind", "user")
+    fwj("principal", "create", "bob", "--kind", "agent")
+    fwj("binding", "set", "bob", "--agent", "a1")
+    fwj("session", "create", "s1", "--member", "alice", "--member", "bob")
+    before = snapshot(home)
+    error = run_agent("--message", "hi", code=4)["error"]
+    assert error["code"] == "invalid" and "$FW_TEST_UNSET_KEY" in error["message"] and "run_id" not in error
+    human = fw("agent", "run", "a1", "--message", "hi")
+    assert human.exit_code == 4 and "started" not in human.output and "is not set" in human.output
+    error = fwj("agent", "run", "silent", "--message", "hi", code=4)["error"]
+    assert "no model" in error["message"] and "fw agent edit silent --model m1" in error["hint"]
+    assert fwj("run", "list")["runs"] == [] and snapshot(home) == before
+    fwj("message", "post", "s1", "--as", "alice", "@bob hello")
+    assert fwj("dispatch", "--once")["turns"] == {"run": 1, "answered": 0, "failed": 1, "cancelled": 0}
+    turn = fwj("session", "show", "s1")["session"]["turns"][0]
+    assert turn["status"] == "failed" and "$FW_TEST_UNSET_KEY" in turn["error"] and turn.get("run_id") is None
+    assert fwj("run", "list")["runs"] == []

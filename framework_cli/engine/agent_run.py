@@ -19,7 +19,7 @@ from ..dialects import dialect_for
 from ..domain.identities import get_binding
 from ..domain.probes import provider_key
 from ..domain.run_records import run_end
-from ..domain.runs import EXTERNAL, frozen_data
+from ..domain.runs import EXTERNAL, frozen_data, runner_of
 from ..domain.tool_types import Caller, CallWatch, long_work
 from ..errors import FwError, without_lone_surrogates
 from ..home.kinds import KINDS, check_name
@@ -88,6 +88,15 @@ async def arun_agent(
     context = {**(context or {}), "input": without_lone_surrogates(redact(message))[:INPUT_KEPT]}
     model_timeout = timeout if timeout is not None else DEFAULT_MODEL_TIMEOUT
 
+    model: list[ChatClient] = []  # fw's own loop's, made before the run is recorded
+
+    def ready(start: Any) -> None:
+        """Before the run is started: fw's own loop needs a model it can ask (one named, its
+        provider's key at hand), or no run is started at all."""
+        if runner_of(start.harness, start.definition.get("harness"))["type"] != EXTERNAL:
+            frozen = {"agent": start.agent, "definition": start.definition, "snapshot": start.frozen}
+            model[:] = [chat_client(home, frozen, model_timeout, stream=stream)]
+
     def after_start(record: dict[str, Any]) -> Parts | Exception | None:
         """On the thread that started the run, in the same step (one hand-off to the threads and
         back instead of three; the note of its id cannot come after its work is finished): the
@@ -101,11 +110,12 @@ async def arun_agent(
         if (record.get("runner") or {}).get("type") == EXTERNAL:
             return None
         try:
-            return _loop_parts(home, record, model_timeout, stream)
+            return _loop_parts(home, record, model[0])
         except Exception as exc:
             return exc
 
-    record, sources, parts = await _opened(home, run_sync, after_start, principal=principal, agent=agent, context=context)
+    record, sources, parts = await _opened(home, run_sync, after_start, principal=principal, agent=agent, context=context,
+                                           ready=ready)
     token = record.pop("gateway_token", "")  # shown to no one: only an external runner gets it
     run_id = record["run_id"]
     try:
@@ -200,11 +210,10 @@ async def run_model_loop(home: Home, record: dict[str, Any], sources: Any, turn:
     return result.to_dict(run_id)
 
 
-def _loop_parts(home: Home, record: dict[str, Any], timeout: float, stream: bool) -> Parts:
-    """What the loop needs of the home (read from files): the model, the prompt, the tools."""
+def _loop_parts(home: Home, record: dict[str, Any], client: ChatClient) -> Parts:
+    """What the loop needs besides its model (read from files): the prompt, the tools."""
     caller = Caller("run", record["run_id"], record)
-    return (chat_client(home, record, timeout, stream=stream), system_prompt(home, record),
-            list_tools(home, caller, fresh=True)["tools"])
+    return client, system_prompt(home, record), list_tools(home, caller, fresh=True)["tools"]
 
 
 def _close_and_end(home: Home, sources: Any, run_id: str) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib
 import json
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from ..domain.agent_catalogue import agent_catalogue
@@ -191,15 +192,20 @@ def open_run(
     context: dict[str, Any] | None = None,
     owned: bool = False,
     quick: bool = False,
+    ready: Callable[[Any], None] | None = None,
 ) -> tuple[dict[str, Any], Any]:
     """Start a run and keep its MCP servers running: (run record, RunSources to close).
     `owned`: this process drives the run (see `run_start`). With `quick`, `WouldWait` instead
     of starting a run whose tool sources may take long to answer (an engine starts those on
-    its threads for long work, so that they hold up no other run)."""
+    its threads for long work, so that they hold up no other run). `ready(start)` is asked
+    before anything is started or recorded: what it raises refuses the run (a runner that
+    could not work, such as a model whose key is missing)."""
 
     held: list[Any] = []
 
     def project(start: Any) -> Any:
+        if ready is not None:
+            ready(start)
         if quick and sources_may_wait(start.definition, start.frozen):
             raise WouldWait
         return _project_tools(home, start, held)
