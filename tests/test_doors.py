@@ -299,8 +299,10 @@ def test_while_another_process_holds_state_db_a_report_gets_503_and_the_door_kee
             stuck.join(15)
             for thread in more:
                 thread.join(15)
-            assert answers["heartbeat"][0] == 204 and answers["heartbeat"][1] < 1, answers
-            assert answers["other"][0] == 404 and answers["other"][1] < 1, answers
+            # not held up by the store: a wait for it takes STORE_SECONDS (3 s) at least; the
+            # margin below that is for a machine loaded by other tests
+            assert answers["heartbeat"][0] == 204 and answers["heartbeat"][1] < 2.5, answers
+            assert answers["other"][0] == 404 and answers["other"][1] < 2.5, answers
             assert answers["report"][0] == 503 and answers["report"][1] < 6, answers
         finally:
             locker.wait(30)
