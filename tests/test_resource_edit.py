@@ -71,6 +71,21 @@ def test_a_refused_edit_reopens_with_the_error_on_top_and_writes_nothing_until_v
     assert before != text.encode()
 
 
+def test_an_edit_repairs_a_file_broken_by_hand_and_a_patch_of_it_is_still_refused(home, editor):
+    make_basics()
+    path = home / "agents/default/a1.yaml"
+    path.write_text("model: [m1\n")
+    assert fwj("home", "check", code=4)["problems"][0]["code"] == "corrupt"
+    before = snapshot(home)
+    error = fwj("resource", "write", "agent", "a1", "--data", '{"description": "x"}', code=4)["error"]
+    assert error["code"] == "corrupt" and "fw resource edit agent a1" in error["hint"]  # a patch needs the fields it patches
+    assert snapshot(home) == before
+    result, seen = editor(["model: [m1", "model: m1\ndescription: fixed"])
+    assert result.exit_code == 0 and "Saved agent a1" in result.stdout, result
+    assert seen == ["model: [m1\n"] and path.read_text() == "model: m1\ndescription: fixed\n"
+    assert fwj("home", "check")["ok"] is True
+
+
 def test_a_refused_edit_saved_again_unchanged_gives_up_and_writes_nothing(home, editor):
     make_basics()
     before = snapshot(home)

@@ -128,7 +128,7 @@ def check(ctx: typer.Context, as_json: JsonOpt = False) -> None:
         if doc["ok"]:
             console.print(f"The home at {doc['home']} is clean ({counted}).")
         else:
-            console.print(f"{plural(len(doc['problems']), 'problem')} in {doc['home']}. Fix them by hand or with `fw resource write`.")
+            console.print(f"{plural(len(doc['problems']), 'problem')} in {doc['home']}. Fix them by hand, or a resource's file with `fw resource edit KIND NAME`; `--json` gives each one's hint.")
 
     emit(doc, as_json, human)
     if not doc["ok"]:

@@ -290,8 +290,13 @@ def resource_write(
                 )
             old_category, old_rel = found[0]
             old_text = home.read_text(old_rel) or ""
-            doc, old_body = load_for_edit(old_text, old_rel, has_body=spec.has_body)
-            before = to_plain(doc)
+            try:
+                doc, old_body = load_for_edit(old_text, old_rel, has_body=spec.has_body)
+                before = to_plain(doc)
+            except FwError as exc:
+                if text is None or exc.code != "corrupt":
+                    raise  # a patch needs the fields it patches
+                doc, old_body, before = to_commented({}), None, None  # a whole new text repairs a broken file
             if text is not None:
                 doc, edited_body = _edited_text(spec, text)
                 body = edited_body or "" if spec.has_body else MISSING

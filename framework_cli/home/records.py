@@ -12,7 +12,7 @@ from typing import Any
 from ..errors import FwError
 from ..suggest import did_you_mean, hint_with
 from . import secrets
-from .kinds import NAME_RE, KindSpec, check_name, is_reserved
+from .kinds import KINDS, NAME_RE, KindSpec, check_name, is_reserved
 from .store import ABSENT, NOT_TEXT, Home
 from .yamlio import YamlProblem, fast_load, rt_dump, rt_load, split_front_matter, to_commented, to_plain
 
@@ -106,6 +106,13 @@ def parse_text(spec: KindSpec, text: str, rel: str) -> tuple[dict[str, Any], str
 
 
 def fix_hint(rel: str) -> str:
+    """How to repair a broken file: a resource's in $EDITOR (a whole new text replaces a file
+    that cannot be read), any other by hand."""
+    parts = rel.split("/")
+    spec = next((s for s in KINDS.values() if s.folder == parts[0]), None)
+    if spec is not None and len(parts) >= 3:
+        name = parts[2] if spec.layout == "skill" else parts[2].rsplit(".", 1)[0]
+        return f"fix it with `fw resource edit {spec.name} {name}` (or by hand), then run `fw home check`: {rel}"
     return f"fix the file by hand, then run `fw home check`: {rel}"
 
 
