@@ -237,6 +237,15 @@ def test_a_stale_delete_confirmation_deletes_nothing_and_shows_the_plan_now(home
     assert fw("agent", "show", "a1").exit_code == 3
 
 
+def test_the_default_prompts_delete_page_offers_no_recursive_plan(home):
+    make_basics()
+    fwj("agent", "create", "a3", "--model", "m1", "--prompt", "default")
+    page = client(home).get("/delete/prompt/default")
+    assert page.status_code == 200 and "never deleted" in page.text
+    assert "Plan a recursive delete" not in page.text and "?recursive=1" not in page.text
+    assert "Plan a recursive delete" in client(home).get("/delete/model/m1").text  # where one can help, it is offered
+
+
 def test_pages_answer_not_found_and_invalid_without_a_traceback(home):
     c = client(home)
     missing = c.get("/agents/nope/edit")
@@ -540,3 +549,52 @@ def test_the_agent_forms_help_names_every_event_type_fw_produces(home):
     page = client(home).get("/agents/new").text
     help_text = re.search(r'<p class="help" id="help-events">(.*?)</p>', page, re.S).group(1)
     assert all(t in help_text for t in EVENT_TYPES) and len(EVENT_TYPES) == 7
+
+
+def test_a_run_whose_provider_has_no_key_is_refused_at_its_field_with_the_pages_words(home, monkeypatch):
+    monkeypatch.delenv("FW_TEST_UNSET_KEY", raising=False)
+    fwj("resource", "write", "provider", "nokey", "--create", "--data",
+        '{"base_url": "http://127.0.0.1:9/v1", "api_key_env": "FW_TEST_UNSET_KEY"}')
+    fwj("resource", "write", "model", "m1", "--create", "--data", '{"provider": "nokey", "model_id": "x"}')
+    fwj("agent", "create", "a1", "--model", "m1")
+    fwj("agent", "create", "silent")
+    fwj("principal", "create", "quiet", "--kind", "agent")
+    fwj("binding", "set", "quiet", "--agent", "silent")
+    c = client(home)
+    token = csrf(c, "/runs")
+    before = snapshot(home)
+    page = c.post("/runs/new", data={"csrf_token": token, "agent": "a1", "principal": "", "message": "hi"})
+    assert page.status_code == 400 and 'id="err-agent"' in page.text and 'id="err-message"' not in page.text
+    assert "/providers/nokey/edit" in page.text and "--api-key-stdin" not in page.text
+    page = c.post("/runs/new", data={"csrf_token": token, "agent": "", "principal": "quiet", "message": "hi"})
+    assert page.status_code == 400 and 'id="err-principal"' in page.text and "no model" in page.text
+    page = c.post("/runs/new", data={"csrf_token": token, "agent": "a1", "principal": "", "message": " "})
+    assert page.status_code == 400 and 'id="err-message"' in page.text
+    assert snapshot(home) == before and fwj("run", "list")["runs"] == []
+
+
+def test_a_serving_process_is_shown_by_its_machines_name_and_pid_on_every_screen(home):
+    import os
+    import signal
+    import socket
+    import subprocess
+    import time
+
+    from conftest import fw_bin
+
+    serving = subprocess.Popen([fw_bin(), "dispatch"], env={**os.environ, "FW_HOME": str(home)},
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        while not fwj("status")["serving"] and time.monotonic() < deadline:
+            time.sleep(0.1)
+        row = fwj("status")["serving"][0]
+        assert row["host"].startswith(socket.gethostname() + "/") and row["process"].startswith(f"{serving.pid}:")
+        page = client(home).get("/status").text
+        assert f"fw dispatch on {socket.gethostname()}, pid {serving.pid}," in page and row["host"] not in page
+        checked = fw("state", "check").stdout
+        assert socket.gethostname() in checked and row["host"] not in checked
+    finally:
+        serving.send_signal(signal.SIGINT)
+        serving.communicate(timeout=60)
+    assert serving.returncode == 0

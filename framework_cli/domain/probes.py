@@ -72,10 +72,12 @@ def provider_key(home: Home, reference: str, data: dict[str, Any]) -> str:
                 f"provider {reference!r} reads its key from ${data['api_key_env']}, which is not set",
                 f"set ${data['api_key_env']} in this shell, or store the key instead: "
                 f"`printf %s \"$KEY\" | fw resource write provider {reference} --data '{{\"api_key_env\": null}}' --api-key-stdin`",
+                reason="no_key", provider=reference,
             )
         secrets.remember(key)
     if not key:
-        raise FwError("invalid", f"provider {reference!r} has no key", f"store one: `printf %s \"$KEY\" | fw resource write provider {reference} --api-key-stdin`")
+        raise FwError("invalid", f"provider {reference!r} has no key", f"store one: `printf %s \"$KEY\" | fw resource write provider {reference} --api-key-stdin`",
+                      reason="no_key", provider=reference)
     return key
 
 

@@ -164,8 +164,9 @@ def freeze(home: Home, definition: dict[str, Any], model: dict[str, Any] | None,
     """The definitions a run uses, as they are when it starts: its model, provider (never the
     key: a provider shows only `api_key_set`), prompt, skills, MCP servers, harness and the
     home's enabled plugins (never their secret settings). Each
-    part is `{"name", "data", "body"?}`, or `{"name", "error"}` when it cannot be read (the
-    run starts; what needs it fails with that message). A started run reads only these."""
+    part is `{"name", "data", "body"?}`, or `{"name", "error"}` when it cannot be read (what
+    needs it fails with that message: a model or provider of fw's own loop before the run
+    starts, a skill or MCP server when it is used). A started run reads only these."""
     frozen: dict[str, Any] = {
         "model": {"name": definition["model"], "data": model} if model is not None else None,
         "harness": {"name": definition["harness"], "data": harness} if harness is not None else None,
@@ -212,8 +213,10 @@ def frozen_data(home: Home, run: dict[str, Any], kind: str, name: str | None = N
     part = frozen_part(home, run, kind, name)
     if "error" in part:
         label = kind[:-1] if name else kind
-        raise FwError("invalid", f"the run's {label} cannot be used: {part['error']}",
-                      "fix it (`fw home check` shows what is wrong), then start a new run")
+        agent = run.get("agent")
+        raise FwError("invalid", f"the {label} of agent {agent!r} cannot be used: {part['error']}" if agent
+                      else f"the run's {label} cannot be used: {part['error']}",
+                      "fix it (`fw home check` shows what is wrong), then run the agent again")
     return part
 
 

@@ -29,6 +29,7 @@ from ...engine.dispatch import dispatch
 from ...engine.events import remove_bot
 from ...engine.handling import local_say
 from ...errors import FwError
+from ...liveness import machine_of, pid_of
 from ...platform.bots import bot_add, bot_list, bot_set, bot_show, local_platform
 from ...runtime.principals import principal_delete_plan, principal_remove
 from ...runtime.sessions import message_list, message_post, session_create, session_list, set_binding_enabled
@@ -101,6 +102,22 @@ def page_number(request: Request) -> int:
 def done_run(error: FwError) -> bool:
     """Whether a failure came after the run had started (its page says what happened)."""
     return bool(error.extra.get("run_id"))
+
+
+def refused_run(error: FwError, values: dict[str, Any]) -> FwError:
+    """A run refused before it started, shown at the field it is about: the message, or else
+    the principal or agent chosen (whose model or provider could not be used, say)."""
+    if error.message.startswith(("a message", "the message")):
+        field = "message"
+    elif values["principal"] and (not values["agent"] or "principal" in error.message):
+        field = "principal"
+    else:
+        field = "agent"
+    if error.extra.get("reason") == "no_key":  # the domain's hint names the command line's flag
+        provider = error.extra.get("provider")
+        error = FwError(error.code, error.message, f"type the key in the api_key field of the provider's page: /providers/{provider}/edit",
+                        **error.extra)
+    return at_field(error, field)
 
 
 def at_field(error: FwError, field: str) -> FwError:
@@ -387,8 +404,7 @@ class RuntimePages:
                 error = {"code": "internal", "message": f"unexpected error: {type(exc).__name__}", "hint": "this is a bug in fw; please report it"}
                 return await run_in_threadpool(self.pages.render, request, "error.html", 500, error=error, alerts=[error])
             if not done_run(exc):
-                field = "principal" if values["principal"] and "principal" in exc.message else "agent" if "agent" in exc.message else "message"
-                return await run_in_threadpool(self.runs, request, None, at_field(exc, field), values)
+                return await run_in_threadpool(self.runs, request, None, refused_run(exc, values), values)
             return RedirectResponse(f"/runs/{exc.extra['run_id']}", status_code=303)
         return RedirectResponse(f"/runs/{done['run_id']}?shown={self.flash.put({'done': done})}", status_code=303)
 
@@ -466,4 +482,4 @@ class RuntimePages:
             ran = dispatch(self.pages.home(), once=True, gateway=run_gateway)
             return RedirectResponse(f"/status?shown={self.flash.put(ran)}", status_code=303)
         ran = self.flash.take(request.query_params.get("shown"))
-        return self.render(request, "status.html", queue=work_status(self.pages.home()), ran=ran)
+        return self.render(request, "status.html", queue=work_status(self.pages.home()), ran=ran, machine_of=machine_of, pid_of=pid_of)
