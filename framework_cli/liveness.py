@@ -27,6 +27,17 @@ def _host() -> str:
 HOST = _host()
 
 
+def machine_of(host: str) -> str:
+    """The machine's name in a host as `_host` makes it (what a person reads; the boot id and
+    the namespace that follow tell containers of one name apart)."""
+    return str(host or "").split("/", 1)[0]
+
+
+def pid_of(process: str) -> str:
+    """The pid of a process as `me` names it (`pid:start`)."""
+    return str(process or "").split(":", 1)[0]
+
+
 def process_id(pid: int) -> str | None:
     """A process as `pid:start`, where its start time is known, so a reused pid is another
     process; None when there is no such process, or it has died (a zombie)."""

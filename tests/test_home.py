@@ -152,3 +152,17 @@ def test_a_record_lock_of_a_home_that_is_gone_fails_and_makes_nothing(tmp_path):
             pass
     assert caught.value.code == "corrupt" and ".locks/" in caught.value.message
     assert not gone.exists()
+
+
+@pytest.mark.parametrize("folder", ["principals", "bindings"])
+def test_a_file_in_place_of_the_principals_or_bindings_folder_is_a_problem_not_a_crash(home, folder):
+    import shutil
+
+    shutil.rmtree(home / folder)
+    (home / folder).write_text("oops\n")
+    doc = fwj("home", "check", code=4)
+    assert [(p["code"], p["path"]) for p in doc["problems"]] == [("corrupt", folder)] and "fw home init" in doc["problems"][0]["hint"]
+    assert fwj("home")["problems"] == 1 and "Traceback" not in fw("home").output
+    (home / folder).unlink()
+    fwj("home", "init", str(home))  # makes the folder again, as the hint says
+    assert fwj("home", "check")["ok"] is True

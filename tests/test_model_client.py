@@ -83,10 +83,33 @@ def test_a_model_nobody_listens_for_is_unreachable_at_once(home):
     assert error["code"] == "unavailable" and f"could not reach http://127.0.0.1:{port}/v1" in error["message"]
 
 
-def test_a_model_named_by_host_name_is_reached_through_whichever_address_listens(home):
-    # `localhost` may name ::1 first; the server listens on 127.0.0.1 only: a name gets happy eyeballs
+def test_a_model_named_by_host_name_is_reached_and_only_a_name_races_its_addresses(home, monkeypatch):
+    import asyncio
+
+    from framework_cli.http_client import AsyncioBackend, _is_address
+
+    # an address has one way to reach it: no happy-eyeballs race (Python 3.11 runs one even then)
+    assert [_is_address(h) for h in ("127.0.0.1", "::1", "[::1]", "10.0.0.255")] == [True] * 4
+    assert [_is_address(h) for h in ("localhost", "api.example.com", "1.2.3", "127.0.0.1.", "fe80::1%eth0")] == [False] * 5
+    delays = []
+    real = asyncio.BaseEventLoop.create_connection
+
+    async def noted(self, *args, happy_eyeballs_delay=None, **kwargs):
+        delays.append(happy_eyeballs_delay)
+        return await real(self, *args, happy_eyeballs_delay=happy_eyeballs_delay, **kwargs)
+
+    monkeypatch.setattr(asyncio.BaseEventLoop, "create_connection", noted)
     with ChatServer([{"content": "hello"}]) as server:
-        setup_agent(server.base_url.replace("127.0.0.1", "localhost"))
+        port = int(server.base_url.split(":")[2].split("/")[0])
+
+        async def connect(host):
+            stream = await AsyncioBackend().connect_tcp(host, port, timeout=10)
+            await stream.aclose()
+
+        asyncio.run(connect("127.0.0.1"))
+        asyncio.run(connect("localhost"))
+        assert delays == [None, 0.25]
+        setup_agent(server.base_url.replace("127.0.0.1", "localhost"))  # the whole way, by name
         assert run_json()["answer"] == "hello"
 
 

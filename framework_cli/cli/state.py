@@ -79,7 +79,9 @@ def _render_check(console: Any, doc: dict[str, Any]) -> None:
     console.print(f"{state['engine']} at {state['location']}: reachable, schema at {doc['schema_version']} of {doc['latest']} migrations.")
     table(console, "lanes held", ["lane", "owner", "lease_until", "fence"],
           [[h["lane"], h["owner"], h["lease_until"], h["fence"]] for h in doc["lanes_held"]], "No lane is held: nothing runs.", titled=True)
-    table(console, "serving", ["id", "host", "heartbeat_at"], [[s["id"], s["host"], s["heartbeat_at"]] for s in doc["serving"]],
+    from ..liveness import machine_of  # lazy: start-up speed
+
+    table(console, "serving", ["id", "host", "heartbeat_at"], [[s["id"], machine_of(s["host"]), s["heartbeat_at"]] for s in doc["serving"]],
           "Nothing is serving.", titled=True)
     table(console, "bot sockets", ["bot", "owner", "epoch", "seen_at"],
           [[o["bot"], o["owner"], o["epoch"], o["seen_at"] or ""] for o in doc["bot_owners"]], "No bot's socket is held.", titled=True)

@@ -35,10 +35,12 @@ def _render(console: Any, doc: dict[str, Any]) -> None:
         table(console, "bots", ["bot", "principal", "pending", "running", "failed_1h"],
               [[b["bot"], b["principal"], b["pending"], b["running"], b["failed_last_hour"]] for b in doc["bots"]], "", titled=True)
     if doc["serving"]:
+        from ..liveness import machine_of, pid_of  # lazy: start-up speed
+
         # the machine's name and the pid: the host's boot and namespace, and the pid's start, are in --json
         table(console, "serving", ["command", "host", "pid", "id", "heartbeat_at"],
-              [[s["command"], str(s["host"]).split("/", 1)[0], str(s["process"] or "").split(":", 1)[0], s["id"], s["heartbeat_at"]]
-               for s in doc["serving"]], "", titled=True)
+              [[s["command"], machine_of(s["host"]), pid_of(s["process"]), s["id"], s["heartbeat_at"]] for s in doc["serving"]],
+              "", titled=True)
     else:
         console.print("Nothing is serving: `fw dispatch` runs turns and tasks, `fw bot serve BOT` a bot's events.")
     if doc["over_max_queue"]:

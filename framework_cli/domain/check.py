@@ -91,6 +91,10 @@ def check_home(home: Home, more_warnings: Checks = ()) -> dict[str, Any]:
         )
 
     principals: set[str] = set()
+    for folder in (PRINCIPALS, BINDINGS):
+        if home.path(folder).exists() and not home.path(folder).is_dir():
+            problems.append({"code": "corrupt", "path": folder, "message": f"{folder} is not a folder",
+                             "hint": f"move the file {folder} away, then run `fw home init` on this home to make the folder again"})
     for folder, kind in ((PRINCIPALS, "principal"), (BINDINGS, "binding")):
         for rel_path in sorted(_yaml_files(home.path(folder))):
             name, rel = rel_path[:-5], f"{folder}/{rel_path}"
@@ -176,7 +180,7 @@ def _check_bots(home: Home, problems: list[dict[str, Any]]) -> None:
 def _yaml_files(folder: Path) -> list[str]:
     try:
         return [e.name for e in os.scandir(folder) if e.name.endswith(".yaml") and not e.name.startswith(".")]
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # a file in a folder's place is reported once, by the caller
         return []
 
 

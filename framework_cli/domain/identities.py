@@ -60,7 +60,7 @@ def principal_names(home: Home, folder: str = PRINCIPALS) -> list[str]:
     """The names of the principals (or, with folder BINDINGS, of the bound ones), unread."""
     try:
         return sorted(e.name[:-5] for e in os.scandir(home.path(folder)) if e.name.endswith(".yaml") and not e.name.startswith("."))
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
         return []
 
 

@@ -22,6 +22,7 @@ from typing import Any
 from ..errors import FwError
 from ..home import secrets
 from ..home.store import Home
+from ..liveness import machine_of
 from ..state.location import (
     AUDIT_FILE,
     ENV,
@@ -106,7 +107,7 @@ def state_check(home: Home) -> dict[str, Any]:
     if version < len(MIGRATIONS):
         problems.append({"code": "schema", "message": f"the schema is at {version} of {len(MIGRATIONS)} migrations; `fw state migrate`"})
     for s in stale:
-        problems.append({"code": "stale_owner", "message": f"{s['id']} on {s['host']} has not beaten since {s['heartbeat_at']}: "
+        problems.append({"code": "stale_owner", "message": f"{s['id']} on {machine_of(s['host'])} has not beaten since {s['heartbeat_at']}: "
                          "its work is taken back by the next dispatcher or server that looks"})
     link_stale_before = (datetime.now(timezone.utc) - timedelta(seconds=LINK_STALE_SECONDS)).isoformat(timespec="milliseconds")
     for o in owners:
