@@ -47,3 +47,12 @@ def test_after_a_double_dash_nothing_is_an_option(home):
 def test_the_installed_fw_takes_a_late_home(home):
     result = fw_proc("home", "check", "--home", str(home), "--json")
     assert result.exit_code == 0 and json.loads(result.stdout)["ok"] is True, result
+
+
+@pytest.mark.parametrize("args", [["session", "list", "--home"], ["status", "--home"], ["agent", "list", "--home", "--json"],
+                                  ["--home", "--json", "agent", "list"]])
+def test_a_home_without_its_path_is_a_usage_error_wherever_it_is(home, args):
+    r = fw(*args)
+    assert r.exit_code == 2 and "'--home' requires an argument" in r.output, r
+    if "--json" in args:
+        assert json.loads(r.stdout)["error"]["code"] == "usage"

@@ -293,7 +293,11 @@ def hoisted(args: list[str]) -> list[str]:
         if word == "--":
             rest += [word, *words]
         elif word == "--home":
-            front += [word, *([value] if (value := next(words, None)) is not None else [])]
+            value = next(words, None)
+            if value is None or value.startswith("--"):  # no path after it (a path that looks like an option: ./--x)
+                before = args[:args.index("--")] if "--" in args else args
+                return ["--json"] * ("--json" in before) + ["--home"]  # refused as `fw --home` alone is
+            front += [word, value]
         elif word.startswith("--home="):
             front.append(word)
         elif word == "--json":
