@@ -80,6 +80,26 @@ def test_activation_reports_real_bindings(home):
     assert activation["enabled"] is False and activation["next_steps"][0]["tool"] == "agent_set_enabled"
 
 
+def test_an_unbound_agents_next_steps_are_commands_that_work(home):
+    make_basics(with_key=False)
+
+    def steps():
+        return [s["command"] for s in fwj("agent", "show", "a1")["activation"]["next_steps"]]
+
+    assert steps() == ["fw principal create a1 --kind agent", "fw binding set a1 --agent a1"]
+    fwj("principal", "create", "a1", "--kind", "agent")  # its principal exists, unbound: only the binding is left
+    assert steps() == ["fw binding set a1 --agent a1"]
+    fwj("binding", "set", "a1", "--agent", "a1")
+    fwj("binding", "remove", "a1")
+    assert steps() == ["fw binding set a1 --agent a1"]
+    fwj("principal", "delete", "a1", "--confirm", "principal/a1")
+    fwj("principal", "create", "a1", "--kind", "user")  # a user of that name: a free name beside it
+    assert steps() == ["fw principal create a1-agent --kind agent", "fw binding set a1-agent --agent a1"]
+    for command in steps():  # each runs as shown
+        assert fw(*command.split()[1:]).exit_code == 0
+    assert fwj("agent", "show", "a1")["activation"]["enabled"] is True
+
+
 def test_binding_edits_keep_a_hand_written_file(sample):
     path = sample / "bindings/ops.yaml"
     original = path.read_text()

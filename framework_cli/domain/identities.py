@@ -207,20 +207,21 @@ def activation(home: Home, agent: str, definition: dict[str, Any] | None = None)
     enabled = any(b["enabled"] for b in bindings)
     steps: list[dict[str, Any]] = []
     if not bindings:
-        steps = [
+        name, exists = _identity_for(home, agent)
+        steps = [] if exists else [
             {
                 "tool": "principal_create",
-                "args": {"name": agent, "kind": "agent"},
-                "command": f"fw principal create {agent} --kind agent",
+                "args": {"name": name, "kind": "agent"},
+                "command": f"fw principal create {name} --kind agent",
                 "why": "an agent runs as an identity; create one for it (or reuse an agent principal)",
             },
-            {
-                "tool": "agent_bind",
-                "args": {"principal": agent, "agent": agent},
-                "command": f"fw binding set {agent} --agent {agent}",
-                "why": "a binding makes the identity run this agent; it is enabled when created",
-            },
         ]
+        steps.append({
+            "tool": "agent_bind",
+            "args": {"principal": name, "agent": agent},
+            "command": f"fw binding set {name} --agent {agent}",
+            "why": "a binding makes the identity run this agent; it is enabled when created",
+        })
     elif not enabled:
         principal = bindings[0]["principal"]
         steps = [
@@ -235,6 +236,22 @@ def activation(home: Home, agent: str, definition: dict[str, Any] | None = None)
     if definition is not None:
         doc["tool_groups"] = tool_groups(home, definition, agent)
     return doc
+
+
+def _identity_for(home: Home, agent: str) -> tuple[str, bool]:
+    """The principal an unbound agent's next steps name, and whether it exists: the agent's
+    own name when that is free or an unbound agent principal, else a free one beside it."""
+    for name in (agent, f"{agent}-agent", *(f"{agent}-agent-{n}" for n in range(2, 100))):
+        try:
+            check_name(name, "principal name")  # a long agent's name leaves no room for "-agent"
+            principal, binding = get_principal(home, name), get_binding(home, name)
+        except FwError:  # no such name, or a damaged file of that name: another name
+            continue
+        if principal is None:
+            return name, False
+        if principal.get("kind") == "agent" and binding is None:
+            return name, True
+    return f"{agent}-agent", False
 
 
 def tool_groups(home: Home, definition: dict[str, Any], agent: str = "AGENT") -> list[dict[str, Any]]:
