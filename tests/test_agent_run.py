@@ -374,3 +374,7 @@ def test_a_model_that_cannot_be_asked_refuses_the_run_before_it_starts(home, mon
     turn = fwj("session", "show", "s1")["session"]["turns"][0]
     assert turn["status"] == "failed" and "$FW_TEST_UNSET_KEY" in turn["error"] and turn.get("run_id") is None
     assert fwj("run", "list")["runs"] == []
+    fwj("message", "post", "s1", "--as", "alice", "@bob again")
+    human = fw("dispatch", "--once")  # says where to see why, and how to run it again
+    assert human.exit_code == 0 and "failed: 1" in human.stdout and "`fw turn list --status failed`" in human.stdout
+    assert fwj("turn", "list", "--status", "failed")["turns"][-1]["error"].startswith("invalid (no_key): provider 'nokey'")

@@ -50,6 +50,10 @@ def _render(console: Any, doc: dict[str, Any]) -> None:
     console.print(f"Turns run: {t['run']}, answered: {t['answered']}, failed: {t['failed']}, cancelled: {t['cancelled']}"
                   + (f", without an answer: {silent}." if silent > 0 else "."))
     console.print(f"Tasks run: {k['run']}, done: {k['done']}, failed: {k['failed']}, cancelled: {k['cancelled']}.")
+    if t["failed"]:
+        console.print("Why each turn failed: `fw turn list --status failed`; once that is fixed, `fw turn retry ID` runs one again.")
+    if k["failed"]:
+        console.print("Why each task failed: `fw task show ID`.")
     q = doc.get("queue_at_start") or {}
     if q.get("turns") or q.get("tasks") or q.get("backlog"):
         backlog = f"; {q['backlog']} held in backlog by disabled bindings" if q.get("backlog") else ""

@@ -106,7 +106,7 @@ def write(
     category: CategoryOpt = None,
     data: Annotated[
         Optional[str],
-        typer.Option("--data", metavar="JSON|@FILE|-", help="The definition (with --create) or a JSON merge patch (RFC 7386) of it. A prompt's or skill's text is `body`."),
+        typer.Option("--data", metavar="JSON|@FILE|-", help="The definition (with --create) or a JSON merge patch (RFC 7386) of it, in JSON (or YAML). A prompt's or skill's text is `body`."),
     ] = None,
     api_key_stdin: Annotated[bool, typer.Option("--api-key-stdin", help="Read a provider's key from standard input, so it never shows in a process list.")] = False,
     dry_run: DryRunOpt = False,

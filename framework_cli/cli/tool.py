@@ -30,7 +30,7 @@ def call(
     tool: Annotated[str, typer.Argument(help="The tool's name (framework_NAME inside a run).", show_default=False, autocompletion=complete_tool)],
     manager: ManagerOpt = False,
     run: RunOpt = None,
-    args: Annotated[str, typer.Option("--args", metavar="JSON|@FILE|-", help="The parameters, a JSON object.")] = "{}",
+    args: Annotated[str, typer.Option("--args", metavar="JSON|@FILE|-", help="The parameters, an object in JSON (or YAML).")] = "{}",
     as_json: Annotated[bool, typer.Option("--json", help="Accepted for symmetry: tool call always prints JSON.", show_default=False)] = True,
 ) -> None:
     """Call a tool and print its result as JSON (always JSON, errors included). An MCP tool's
