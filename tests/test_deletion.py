@@ -148,6 +148,7 @@ def test_the_default_prompt_named_by_an_agent_says_it_is_never_deleted_not_to_pl
         human = fw("resource", "delete", "prompt", "default", *recursive)
         hint = human.stdout.split("Hint: ", 1)[1]
         assert "never deleted" in hint and "--recursive" not in hint
+        assert "cannot be deleted" in human.stdout and "once unblocked" not in human.stdout and "until this is resolved" not in human.stdout
     before = snapshot(graph)
     error = fwj("resource", "delete", "prompt", "default", "--recursive", "--confirm", "agent/a3,prompt/default", code=6)["error"]
     assert error["code"] == "protected" and "never deleted" in error["hint"]

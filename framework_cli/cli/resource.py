@@ -265,11 +265,14 @@ def render_deletion(console: Any, doc: dict[str, Any]) -> None:
 
     grow(tree, doc["target"], frozenset({doc["target"]}))
     n = len(items)
+    never = any(b["reason"] == "default_prompt" for b in blocked)  # no change of the home unblocks it
     verb = "would be deleted once unblocked" if blocked else "will be deleted"
-    console.print(f"Plan: {n} resource{'s' if n != 1 else ''} {verb}, in this order: {', '.join(items)}")
+    console.print(f"{doc['target']} cannot be deleted." if never else
+                  f"Plan: {n} resource{'s' if n != 1 else ''} {verb}, in this order: {', '.join(items)}")
     console.print(tree)
     if blocked:
-        console.print(Text.assemble(("Blocked", "red"), f" ({len(blocked)}): nothing can be deleted until this is resolved."))
+        until = "" if never else ": nothing can be deleted until this is resolved"
+        console.print(Text.assemble(("Blocked", "red"), f" ({len(blocked)}){until}."))
         for block in blocked:
             detail = block["detail"]
             detail = ", ".join(detail) if isinstance(detail, list) else detail
