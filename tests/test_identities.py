@@ -100,6 +100,17 @@ def test_an_unbound_agents_next_steps_are_commands_that_work(home):
     assert fwj("agent", "show", "a1")["activation"]["enabled"] is True
 
 
+def test_an_agent_with_no_model_is_told_to_get_one_and_its_tools_say_why_none_is_offered(home):
+    make_basics(with_key=False)  # one model, m1
+    fwj("agent", "create", "x")
+    steps = [s["command"] for s in fwj("agent", "show", "x")["activation"]["next_steps"]]
+    assert steps == ["fw agent edit x --model m1", "fw principal create x --kind agent", "fw binding set x --agent x"]
+    details = {t["detail"] for t in fwj("agent", "tools", "x")["tools"] if not t["allowed"] or not t["available"]}
+    assert details and all("no model" in d for d in details)
+    assert fw("agent", "edit", "x", "--model", "m1").exit_code == 0
+    assert [s["command"] for s in fwj("agent", "show", "x")["activation"]["next_steps"]][0].startswith("fw principal create")
+
+
 def test_binding_edits_keep_a_hand_written_file(sample):
     path = sample / "bindings/ops.yaml"
     original = path.read_text()

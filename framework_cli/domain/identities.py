@@ -232,6 +232,12 @@ def activation(home: Home, agent: str, definition: dict[str, Any] | None = None)
                 "why": "every binding of this agent is disabled",
             }
         ]
+    if definition is not None and not definition.get("model") and not definition.get("harness"):
+        models = resource_names(home, KINDS["model"])
+        model = next(iter(models)) if len(models) == 1 else "MODEL"
+        steps.insert(0, {"command": f"fw agent edit {agent} --model {model}",
+                         "why": "fw's own loop asks a model, and this agent names none"
+                                + ("" if model != "MODEL" else "; MODEL one of `fw resource list model`")})
     doc = {"configured": True, "enabled": enabled, "bindings": bindings, "next_steps": steps}
     if definition is not None:
         doc["tool_groups"] = tool_groups(home, definition, agent)

@@ -85,6 +85,8 @@ def runner_refusal(snapshot: Snapshot) -> str | None:
     harness = snapshot.harness
     external = harness is not None and harness.get("type") == "external"
     if not external and not snapshot.model_tool_call:
+        if not snapshot.definition.get("model"):
+            return "the agent has no model (fw's own loop asks one, which calls the tools)"
         return "the agent's model does not have capabilities.tool_call"
     if harness is None:
         return None
