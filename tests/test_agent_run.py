@@ -378,3 +378,8 @@ def test_a_model_that_cannot_be_asked_refuses_the_run_before_it_starts(home, mon
     human = fw("dispatch", "--once")  # says where to see why, and how to run it again
     assert human.exit_code == 0 and "failed: 1" in human.stdout and "`fw turn list --status failed`" in human.stdout
     assert fwj("turn", "list", "--status", "failed")["turns"][-1]["error"].startswith("invalid (no_key): provider 'nokey'")
+    fwj("task", "create", "bob", "--instructions", "tidy up")
+    human = fw("dispatch", "--once")
+    assert "Tasks run: 1, done: 0, failed: 1" in human.stdout and "`fw task show ID`" in human.stdout
+    listed = fw("task", "list").stdout  # why it failed, in the list as for turns
+    assert listed.splitlines()[0].split()[-1] == "error" and "provider 'nokey'" in listed

@@ -13,7 +13,7 @@ from .output import JsonOpt, emit, table
 app = typer.Typer(help="List, show and cancel tasks (delegated with the task_delegate tool; run by `fw dispatch`).")
 
 TaskArg = Annotated[int, typer.Argument(help="The task's id.", show_default=False)]
-COLUMNS = ["id", "principal", "status", "created_by", "session", "instructions"]
+COLUMNS = ["id", "principal", "status", "created_by", "session", "instructions", "error"]
 
 
 def _render(console: Any, task: dict[str, Any]) -> None:
@@ -36,7 +36,7 @@ def list_(
 
     doc = task_list(home_of(ctx), status=status, principal=principal)
     # redact, then cut: a key cut in two would pass redaction
-    rows = [[t.get(k) if k != "instructions" else redact(t[k])[:60] for k in COLUMNS] for t in doc["tasks"]]
+    rows = [[redact(t.get(k) or "")[:60] if k in ("instructions", "error") else t.get(k) for k in COLUMNS] for t in doc["tasks"]]
     empty = "No tasks match these filters." if status or principal else "No tasks yet."
     emit(doc, as_json, lambda c: table(c, "tasks", COLUMNS, rows, empty))
 
