@@ -105,6 +105,17 @@ def test_the_hint_of_a_common_error_works_as_printed(basics, case):
     follow_the_hint(basics, *args, retry=case not in LOOK_UPS)
 
 
+def test_a_mistyped_field_is_named_whole_and_fields_fw_keeps_are_never_offered(basics):
+    error = fwj("resource", "write", "model", "m1", "--data", '{"capabilities": {"tool_cal": true}}', code=4)["error"]
+    assert error["hint"].startswith("did you mean 'capabilities.tool_call'? A model takes provider")
+    error = fwj("resource", "write", "agent", "a1", "--data", '{"builtin_tool": []}', code=4)["error"]
+    assert error["hint"].startswith("did you mean 'builtin_tools'? An agent takes")
+    assert not fwj("resource", "write", "agent", "a1", "--data", '{"colour": "red"}', code=4)["error"]["hint"].startswith("did you")
+    fwj("principal", "create", "bot", "--kind", "agent")
+    hint = fwj("binding", "set", "bot", "--agent", "a1", "--policy", "sometimes", code=4)["error"]["hint"]
+    assert "policy" in hint and "enabled_by" not in hint and "enabled_at" not in hint
+
+
 def test_a_non_empty_category_names_a_move_that_works(basics):
     fwj("category", "create", "harness", "team")
     fwj("resource", "write", "harness", "h1", "--create", "--category", "team", "--data", '{"type": "t"}')

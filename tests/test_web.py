@@ -250,6 +250,9 @@ def test_pages_answer_not_found_and_invalid_without_a_traceback(home):
     c = client(home)
     missing = c.get("/agents/nope/edit")
     assert missing.status_code == 404 and "no agent named" in missing.text and "Traceback" not in missing.text
+    assert missing.text.count("no agent named") == 1 and missing.text.count('role="alert"') == 1  # said once
+    nowhere = c.get("/no/such/page")
+    assert nowhere.status_code == 404 and nowhere.text.count("There is no page at /no/such/page") == 1
     assert c.get("/delete/nokind/x").status_code == 400
 
 

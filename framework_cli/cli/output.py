@@ -337,15 +337,15 @@ def emit_error(error: FwError, as_json: bool) -> None:
             return
         print_json(error.to_dict())
         return
-    lines = [f"Error: {error.message}"]
-    if error.hint:
-        lines.append(f"Hint: {error.hint}")
+    lines = [f"Error: {error.message}"]  # then what it is about, then what to do (last, where the eye ends)
     detail = error.extra.get("items") or error.extra.get("detail")
     if isinstance(detail, list) and detail:
         lines.append("  " + "\n  ".join(str(d) for d in detail))
     changes = error.extra.get("changes")
     if isinstance(changes, dict):
         lines += plan_changes(changes, never_planned=error.extra.get("reason") == "not_a_plan")
+    if error.hint:
+        lines.append(f"Hint: {error.hint}")
     write_out("\n".join(lines), err=True)
 
 

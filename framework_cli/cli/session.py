@@ -83,7 +83,7 @@ def delete(
     doc = _sessions().session_delete(home_of(ctx), name, confirm)
 
     def human(console: Any) -> None:
-        what = f"{doc['messages']} message(s) and {doc['turns']} turn(s)"
+        what = f"{plural(doc['messages'], 'message')} and {plural(doc['turns'], 'turn')}"
         if doc["status"] == "deleted":
             console.print(f"Deleted session {name} with {what}.")
             return

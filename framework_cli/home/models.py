@@ -21,7 +21,7 @@ from pydantic import (  # noqa: E402
 )
 
 from ..errors import FwError  # noqa: E402
-from ..suggest import article  # noqa: E402
+from ..suggest import article, closest  # noqa: E402
 from .kinds import BUILTIN_GROUPS  # noqa: E402
 
 NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,62}$"
@@ -387,10 +387,14 @@ def describe_error(exc: ValidationError) -> tuple[str, str]:
     return field, f"{field or 'the definition'} {_plain_words(err)}"
 
 
+WRITTEN_BY_FW = {"binding": ("enabled_by", "enabled_at")}  # fields fw keeps itself: no hint offers them
+
+
 def accepted_fields(kind: str) -> str:
     """The fields a kind takes, in words, for a hint."""
 
-    fields = ", ".join([*MODELS[kind].model_fields, *(["body (its text)"] if kind in ("prompt", "skill") else [])])
+    given = [f for f in MODELS[kind].model_fields if f not in WRITTEN_BY_FW.get(kind, ())]
+    fields = ", ".join([*given, *(["body (its text)"] if kind in ("prompt", "skill") else [])])
     more = f"; see each with `fw resource schema {kind}`" if kind not in ("principal", "binding") else ""
     return f"{article(kind)} takes {fields}{more}"
 
@@ -403,12 +407,30 @@ def validate(kind: str, data: Any, where: str = "") -> Strict:
         return MODELS[kind].model_validate(data)
     except ValidationError as exc:
         field, message = describe_error(exc)
+        near = _nearest_field(kind, exc.errors(include_url=False, include_input=False)[0])
+        accepted = accepted_fields(kind)
         raise FwError(
             "invalid",
             f"{where + ': ' if where else ''}{message}",
-            accepted_fields(kind),
+            f"did you mean {near!r}? {accepted[0].upper()}{accepted[1:]}" if near else accepted,
             field=field,
         ) from None
+
+
+def _nearest_field(kind: str, err: Any) -> str | None:
+    """For an unknown field, the known one a typo away (`capabilities.tool_call` for
+    `capabilities.tool_cal`), as its whole path; None when there is none."""
+    if err["type"] != "extra_forbidden" or not err["loc"] or not isinstance(err["loc"][-1], str):
+        return None
+    model: Any = MODELS[kind]
+    for part in err["loc"][:-1]:  # down the nested models to the one that refused the field
+        info = model.model_fields.get(part) if isinstance(part, str) and hasattr(model, "model_fields") else None
+        inner = [a for a in getattr(info.annotation, "__args__", (info.annotation,)) if hasattr(a, "model_fields")] if info else []
+        if not inner:
+            return None
+        model = inner[0]
+    found = closest(err["loc"][-1], [f for f in model.model_fields if f not in WRITTEN_BY_FW.get(kind, ())])
+    return field_path((*err["loc"][:-1], found)) if found else None
 
 
 def dump(obj: Strict) -> dict[str, Any]:

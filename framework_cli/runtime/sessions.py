@@ -27,7 +27,7 @@ from ..home import secrets
 from ..home.kinds import check_name
 from ..home.store import Home
 from ..state.store import STATE_FILE, StateStore, now_iso, state_exists
-from ..suggest import did_you_mean, hint_with
+from ..suggest import did_you_mean, hint_with, plural
 from . import work
 
 MAX_HOP = 8  # a message at this hop or more starts no turn: chains of agents answering agents end
@@ -465,7 +465,7 @@ def session_delete(home: Home, name: str, confirm: str | None = None) -> dict[st
         count = {table: store.one(f"SELECT count(*) AS n FROM {table} WHERE session = ?", (name,))["n"]  # type: ignore[index]
                  for table in ("messages", "turns")}
         running = store.one("SELECT count(*) AS n FROM turns WHERE session = ? AND status = ?", (name, RUNNING))["n"]  # type: ignore[index]
-        blocked = [{"item": item, "reason": "running", "detail": f"{running} turn(s) running"}] if running else []
+        blocked = [{"item": item, "reason": "running", "detail": f"{plural(running, 'turn')} running"}] if running else []
         plan = {"status": "plan", "plan": [item], "blocked": blocked, "messages": count["messages"], "turns": count["turns"], "confirm": item}
         if confirm is None:
             return plan
@@ -473,7 +473,7 @@ def session_delete(home: Home, name: str, confirm: str | None = None) -> dict[st
             raise FwError("stale_confirmation", f"--confirm {confirm!r} is not this plan ({item})",
                           f"confirm exactly the plan: `fw session delete {name} --confirm {item}`", plan=[item], blocked=blocked)
         if blocked:
-            raise FwError("protected", f"session {name!r} has {running} running turn(s)",
+            raise FwError("protected", f"session {name!r} has {plural(running, 'running turn')}",
                           f"end it first (`fw session end {name}`), let the turn finish, then delete it", blocked=blocked)
         for table in ("turns", "messages", "members"):
             store.execute(f"DELETE FROM {table} WHERE session = ?", (name,))

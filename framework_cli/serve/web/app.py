@@ -126,12 +126,12 @@ class Pages:
         try:
             return handler(request, form, **request.path_params)
         except FwError as exc:
-            return self.render(request, "error.html", STATUS.get(exc.code, 400), error=describe(exc), alerts=[describe(exc)])
+            return self.render(request, "error.html", STATUS.get(exc.code, 400), error=describe(exc))
         except Exception as exc:  # never a traceback on a page
             if os.environ.get("FW_RAISE_ERRORS"):
                 raise
             error = {"code": "internal", "message": f"unexpected error: {type(exc).__name__}", "hint": "this is a bug in fw; please report it"}
-            return self.render(request, "error.html", 500, error=error, alerts=[error])
+            return self.render(request, "error.html", 500, error=error)
 
     def render(self, request: Request, template: str, status: int = 200, **context: Any) -> HTMLResponse:
         """A page, with every secret value the home holds redacted from it, just in case."""
@@ -153,7 +153,7 @@ class Pages:
             error = {"code": "not_found", "message": f"There is no page at {request.url.path}.", "hint": "The menu above lists the pages."}
         else:
             error = {"code": str(exc.status_code), "message": str(exc.detail), "hint": ""}
-        return await run_in_threadpool(self.render, request, "error.html", exc.status_code, error=error, alerts=[error])
+        return await run_in_threadpool(self.render, request, "error.html", exc.status_code, error=error)
 
     def failed(self, error: FwError | None) -> tuple[dict[str, str], list[dict[str, Any]], int]:
         """A failed save as (errors by field, the alert region's entries, status)."""

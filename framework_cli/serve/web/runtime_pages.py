@@ -402,7 +402,7 @@ class RuntimePages:
         except Exception as exc:  # never a traceback on a page
             if not isinstance(exc, FwError):
                 error = {"code": "internal", "message": f"unexpected error: {type(exc).__name__}", "hint": "this is a bug in fw; please report it"}
-                return await run_in_threadpool(self.pages.render, request, "error.html", 500, error=error, alerts=[error])
+                return await run_in_threadpool(self.pages.render, request, "error.html", 500, error=error)
             if not done_run(exc):
                 return await run_in_threadpool(self.runs, request, None, refused_run(exc, values), values)
             return RedirectResponse(f"/runs/{exc.extra['run_id']}", status_code=303)
