@@ -332,7 +332,7 @@ def reply_text(action):
 
 
 def test_one_groups_messages_are_answered_in_order_one_at_a_time_while_other_groups_run_beside_them(home):
-    with ReplyingModel(0.4) as model:
+    with ReplyingModel(1.0) as model:  # long enough that runs at once overlap on a machine loaded by other tests
         bot_setup(model.base_url)
         served = Served(home, "bot", "serve", "qq", "--listen", "127.0.0.1:0")
         try:

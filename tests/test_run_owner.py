@@ -57,6 +57,36 @@ def test_a_killed_agent_run_ends_its_run_as_abandoned(home):
         assert listed[run["run_id"]]["status"] == "ended"
         shown = fwj("run", "show", run["run_id"])
         assert shown["end_reason"] == "abandoned" and shown["ended_at"]
+        assert listed[run["run_id"]]["outcome"] == "abandoned"
+
+
+def test_a_runs_outcome_says_what_came_of_its_work_in_the_list_and_the_record(home):
+    """Answered, failed (with the code and the redacted message), interrupted: the record keeps
+    what its runner said, and `fw run list` shows it in a word."""
+    with ChatServer([{"content": "fine"}, {"status": 400, "body": "bad request"}, {"content": "late", "sleep": 60}]) as chat:
+        make_basics()
+        fwj("resource", "write", "provider", "p1", "--data", json.dumps({"base_url": chat.base_url}))
+        done = fwj("agent", "run", "a1", "--message", "one")
+        failed = fw("agent", "run", "a1", "--message", "two", "--json")
+        assert failed.exit_code == 7
+        proc = subprocess.Popen([fw_bin(), "agent", "run", "a1", "--message", "three"], env={**os.environ, "FW_HOME": str(home)},
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        wait_for(lambda: len(chat.requests) == 3)
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=30)
+        assert proc.returncode == 130
+    outcomes = {r["run_id"]: r["outcome"] for r in fwj("run", "list")["runs"]}  # ids of one second are in no order
+    assert outcomes.pop(done["run_id"]) == "completed" and outcomes.pop(failed.json["error"]["run_id"]) == "failed (unavailable)"
+    assert list(outcomes.values()) == ["interrupted"]
+    assert fwj("run", "show", done["run_id"])["outcome"] == {"status": "completed"}
+    error = fwj("run", "show", failed.json["error"]["run_id"])["outcome"]["error"]
+    assert error["code"] == "unavailable" and "answered 400" in error["message"]
+    listed = fw("run", "list").stdout
+    assert listed.splitlines()[0].split()[5] == "outcome" and "failed (unavailable)" in listed
+    assert "outcome: failed (unavailable: " in fw("run", "show", failed.json["error"]["run_id"]).stdout
+    started = fwj("run", "start", "--agent", "a1")  # no runner of fw's: nothing to say
+    fwj("run", "end", started["run_id"])
+    assert [r["outcome"] for r in fwj("run", "list")["runs"] if r["run_id"] == started["run_id"]] == [None]
 
 
 def test_a_killed_owner_s_gateway_token_is_refused_at_once(home, tmp_path):

@@ -392,6 +392,7 @@ def test_the_status_page_runs_the_queue_once_and_says_what_came_of_it(home):
         answered = c.post("/runs/new", data={"csrf_token": token, "agent": "", "principal": "p1", "message": "and now?"})
         assert answered.status_code == 200 and "hello alice" in answered.text  # as the principal: the agent its binding names
         assert 'aria-label="the answer"' not in c.get(str(answered.url)).text  # shown once; a reload runs nothing
+        assert "<td>completed</td>" in c.get("/runs").text and "· completed ·" in c.get(str(answered.url)).text  # its outcome
     assert [(m["author"], m["text"]) for m in fwj("message", "list", "s1")["messages"]] == [("alice", "hi @p1"), ("p1", "hello alice")]
     assert CANARY not in page.text
 

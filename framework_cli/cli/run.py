@@ -29,6 +29,10 @@ VerboseOpt = Annotated[bool, typer.Option("--verbose", "-v", help="List every to
 
 def _render(console: Any, doc: dict[str, Any], verbose: bool = False) -> None:
     console.print(f"Run {doc['run_id']} ({doc['mode']}, as {doc['identity']}) of agent {doc['agent']}: {doc['status']}")
+    outcome = doc.get("outcome")
+    if isinstance(outcome, dict):
+        error = outcome.get("error") if isinstance(outcome.get("error"), dict) else None
+        console.print(f"  outcome: {outcome.get('status')}" + (f" ({error.get('code')}: {error.get('message')})" if error else ""))
     console.print(f"  fingerprint {doc['fingerprint']}")
     console.print(f"  lease until {doc['lease_expires_at']}")
     render_run_tools(console, doc, verbose)
@@ -99,7 +103,7 @@ def list_(
 ) -> None:
     """List runs, oldest first."""
     doc = run_list(home_of(ctx), status=status, agent=agent)
-    cols = ["run_id", "mode", "identity", "agent", "status", "lease_expires_at"]
+    cols = ["run_id", "mode", "identity", "agent", "status", "outcome", "lease_expires_at"]
     empty = "No runs match these filters." if status or agent else "No runs yet. Start one with `fw run start --agent AGENT`."
     emit(doc, as_json, lambda c: table(c, "runs", cols, [[r.get(k) for k in cols] for r in doc["runs"]], empty))
 

@@ -27,8 +27,8 @@ from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from ..errors import FwError
-from ..home.secrets import GATEWAY_TOKEN_PREFIX
+from ..errors import FwError, without_lone_surrogates
+from ..home.secrets import GATEWAY_TOKEN_PREFIX, redact
 from ..home.store import Home
 from ..liveness import HOST, gone_here, me
 from ..state.location import state_url
@@ -343,14 +343,43 @@ def _all_runs(home: Home) -> list[dict[str, Any]]:
         except FwError as exc:  # a damaged record is listed as such, never hidden
             runs.append({"run_id": name[:-5], "status": "corrupt", "error": {"code": exc.code, "message": exc.message, "path": f"{RUNS}/{name}"}})
             continue
-        runs.append({k: record[k] for k in ("run_id", "mode", "identity", "agent", "status", "started_at", "lease_expires_at", "fingerprint")})
+        runs.append({**{k: record[k] for k in ("run_id", "mode", "identity", "agent", "status", "started_at", "lease_expires_at", "fingerprint")},
+                     "outcome": shown_outcome(record)})
     return runs
 
 
-def run_end(home: Home, run_id: str, reason: str | None = None, only_if_abandoned: bool = False) -> dict[str, Any]:
+def runner_outcome(status: str, error: Any = None) -> dict[str, Any]:
+    """What came of a runner's work, as its run's record keeps it: `{"status"}` (completed or
+    max_rounds, the runner's; failed; interrupted: Ctrl-C, a stop, a cancelled task), with the
+    error's code and its redacted message, cut, for a failure."""
+    doc: dict[str, Any] = {"status": status}
+    if error is not None:
+        doc["error"] = {"code": error.code, "message": without_lone_surrogates(redact(error.message))[:OUTCOME_CHARS]}
+    return doc
+
+
+OUTCOME_CHARS = 300  # of a failure's message kept in the record (redacted first, then cut)
+
+
+def shown_outcome(record: dict[str, Any]) -> str | None:
+    """A run's outcome in a word or two, for a list: `completed`, `failed (unavailable)`,
+    `interrupted`, `abandoned`; None while it is active, or when no runner said (a run
+    started with `fw run start`, or ended with `fw run end` while its runner worked)."""
+    if record.get("status") == "active":
+        return None
+    outcome = record.get("outcome")
+    if isinstance(outcome, dict) and isinstance(outcome.get("status"), str):
+        code = (outcome.get("error") or {}).get("code") if isinstance(outcome.get("error"), dict) else None
+        return f"{outcome['status']} ({code})" if code else outcome["status"]
+    return str(record["end_reason"]) if record.get("end_reason") else None
+
+
+def run_end(home: Home, run_id: str, reason: str | None = None, only_if_abandoned: bool = False,
+            outcome: dict[str, Any] | None = None) -> dict[str, Any]:
     """End a run: every later call of it is refused. Ending an ended run changes nothing.
     `reason` is kept as `end_reason` (`abandoned`: its owner is gone); `only_if_abandoned`
-    ends it only if its owner is still found gone under the record's lock."""
+    ends it only if its owner is still found gone under the record's lock. `outcome` is what
+    came of its runner's work, kept as `outcome` (see `runner_outcome`)."""
     run_id = resolve_run_id(home, run_id)
     records = RunRecords(home)
     with records.locked(run_id):
@@ -360,6 +389,8 @@ def run_end(home: Home, run_id: str, reason: str | None = None, only_if_abandone
             record["ended_at"] = stamp_of(utc_now())
             if reason:
                 record["end_reason"] = reason
+            if outcome:
+                record["outcome"] = outcome
             records.write(run_id, record_text(record))
     BEATS.disown(run_id)
     return present(record)

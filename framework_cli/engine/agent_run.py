@@ -18,7 +18,7 @@ from typing import Any
 from ..dialects import dialect_for
 from ..domain.identities import get_binding
 from ..domain.probes import provider_key
-from ..domain.run_records import run_end
+from ..domain.run_records import run_end, runner_outcome
 from ..domain.runs import EXTERNAL, frozen_data, runner_of
 from ..domain.tool_types import Caller, CallWatch, long_work
 from ..errors import FwError, without_lone_surrogates
@@ -118,6 +118,7 @@ async def arun_agent(
                                            ready=ready)
     token = record.pop("gateway_token", "")  # shown to no one: only an external runner gets it
     run_id = record["run_id"]
+    outcome = runner_outcome("interrupted")  # unless it returns or fails: Ctrl-C, a stop, a cancelled task
     try:
         earlier = await run_sync(last_conversation, home, record["agent"]) if conversation == "continue" else None
         if earlier is not None:
@@ -135,14 +136,19 @@ async def arun_agent(
             said = turn.said
         if conversation is not None:
             await run_sync(conversation_keep, home, record["agent"], earlier["id"] if earlier else None, run_id, said)
+        outcome = runner_outcome(doc.get("status") or "completed")
         return doc
     except FwError as exc:
         exc.extra.setdefault("run_id", run_id)
+        outcome = runner_outcome("interrupted" if exc.code == "interrupted" else "failed", exc)
+        raise
+    except Exception:
+        outcome = runner_outcome("failed", FwError("internal", "an unexpected error in fw"))
         raise
     finally:
         # stopping its MCP servers or plugins may take seconds: on the threads for long work
         closer = long_work(run_sync) if sources.holds_processes else run_sync
-        await closer(_close_and_end, home, sources, run_id)
+        await closer(_close_and_end, home, sources, run_id, outcome)
 
 
 Parts = tuple[ChatClient, str, list[dict[str, Any]]]
@@ -216,11 +222,11 @@ def _loop_parts(home: Home, record: dict[str, Any], client: ChatClient) -> Parts
     return client, system_prompt(home, record), list_tools(home, caller, fresh=True)["tools"]
 
 
-def _close_and_end(home: Home, sources: Any, run_id: str) -> None:
+def _close_and_end(home: Home, sources: Any, run_id: str, outcome: dict[str, Any] | None = None) -> None:
     try:
         sources.close()
     finally:
-        _end(home, run_id)
+        _end(home, run_id, outcome)
 
 
 def _progress_watch(name: str, on_event: OnEvent | None) -> CallWatch | None:
@@ -268,9 +274,9 @@ def system_prompt(home: Home, run: dict[str, Any]) -> str:
     return frozen_data(home, run, "prompt").get("body") or ""
 
 
-def _end(home: Home, run_id: str) -> None:
+def _end(home: Home, run_id: str, outcome: dict[str, Any] | None = None) -> None:
 
     try:
-        run_end(home, run_id)
+        run_end(home, run_id, outcome=outcome)
     except FwError:
         pass  # a run whose record was damaged meanwhile cannot act anyway
