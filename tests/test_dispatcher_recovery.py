@@ -78,8 +78,10 @@ def test_a_dispatcher_killed_mid_turn_is_taken_back_by_the_next_one_and_its_run_
     assert (turn["status"], turn["attempts"]) == ("done", 2), turn
     assert summary["turns"] == {"run": 1, "answered": 1, "failed": 0, "cancelled": 0}
     assert messages("s1") == [("alice", "@ops hello"), ("ops", "answered after all")]
-    assert fwj("run", "show", first_run)["status"] == "ended"
+    assert fwj("run", "show", first_run)["status"] == "ended" and fwj("run", "show", first_run)["end_reason"] == "abandoned"
     assert turn["run_id"] != first_run and fwj("run", "show", turn["run_id"])["status"] == "ended"
+    outcomes = {r["run_id"]: r["outcome"] for r in fwj("run", "list")["runs"]}
+    assert (outcomes[first_run], outcomes[turn["run_id"]]) == ("abandoned", "completed")
     assert rows(home, "SELECT * FROM dispatchers") == []
 
 

@@ -98,6 +98,14 @@ def test_an_unbound_agents_next_steps_are_commands_that_work(home):
     for command in steps():  # each runs as shown
         assert fw(*command.split()[1:]).exit_code == 0
     assert fwj("agent", "show", "a1")["activation"]["enabled"] is True
+    long = "l" * 63  # the longest name: the one beside it is cut to fit
+    fwj("agent", "create", long, "--model", "m1")
+    fwj("principal", "create", long, "--kind", "user")
+    (home / "bindings" / f"{long[:54]}-agent.yaml").write_text("agent: a1\n")  # a binding left without its principal
+    commands = [s["command"] for s in fwj("agent", "show", long)["activation"]["next_steps"]]
+    assert commands == [f"fw principal create {long[:54]}-agent-2 --kind agent", f"fw binding set {long[:54]}-agent-2 --agent {long}"]
+    for command in commands:
+        assert fw(*command.split()[1:]).exit_code == 0
 
 
 def test_an_agent_with_no_model_is_told_to_get_one_and_its_tools_say_why_none_is_offered(home):

@@ -9,7 +9,7 @@ import sys
 import textwrap
 
 import pytest
-from conftest import fw, fwj, make_basics, snapshot
+from conftest import CANARY, fw, fwj, make_basics, snapshot
 
 # The "user": each time the editor opens, it logs what it was shown, then applies the next
 # of the steps given in FW_TEST_STEPS (a JSON list of [old, new] replacements, or "empty").
@@ -75,7 +75,8 @@ def test_an_edit_repairs_a_file_broken_by_hand_and_a_patch_of_it_is_still_refuse
     make_basics()
     path = home / "agents/default/a1.yaml"
     path.write_text("model: [m1\n")
-    assert fwj("home", "check", code=4)["problems"][0]["code"] == "corrupt"
+    problem = fwj("home", "check", code=4)["problems"][0]
+    assert problem["code"] == "corrupt" and "fw resource edit agent a1" in problem["hint"]
     before = snapshot(home)
     error = fwj("resource", "write", "agent", "a1", "--data", '{"description": "x"}', code=4)["error"]
     assert error["code"] == "corrupt" and "fw resource edit agent a1" in error["hint"]  # a patch needs the fields it patches
@@ -84,6 +85,24 @@ def test_an_edit_repairs_a_file_broken_by_hand_and_a_patch_of_it_is_still_refuse
     assert result.exit_code == 0 and "Saved agent a1" in result.stdout, result
     assert seen == ["model: [m1\n"] and path.read_text() == "model: m1\ndescription: fixed\n"
     assert fwj("home", "check")["ok"] is True
+
+
+def test_a_key_typed_in_the_editor_replaces_the_stored_one_and_a_key_in_a_comment_is_refused(home, editor):
+    make_basics()  # provider p1, its key the canary, stored under secrets/
+    path = home / "providers/default/p1.yaml"
+    fresh = "sk-fresh-0123456789abcdef"
+    result, seen = editor(["base_url:", f"api_key: {fresh}\nbase_url:"], args=("provider", "p1"))
+    assert result.exit_code == 0, result
+    assert fresh not in path.read_text() and json.loads((home / "secrets/provider/p1.json").read_text())["api_key"] == fresh
+    # a stored key pasted into a comment would be written outside secrets/: refused, then fixed
+    result, seen = editor(["base_url:", f"# the old one: {fresh}\nbase_url:"], [f"# the old one: {fresh}\n", ""],
+                          args=("provider", "p1"))
+    assert result.exit_code == 0 and len(seen) == 2 and "holds a secret value" in seen[1].splitlines()[0], result
+    assert fresh not in path.read_text() and fresh not in seen[1].splitlines()[0]
+    path.write_text("base_url: [broken\n")  # broken by hand: a repair that brings a new key keeps it
+    result, seen = editor(["base_url: [broken", f"base_url: https://llm.example.test/v1\napi_key: {CANARY}"], args=("provider", "p1"))
+    assert result.exit_code == 0 and CANARY not in path.read_text(), result
+    assert json.loads((home / "secrets/provider/p1.json").read_text())["api_key"] == CANARY
 
 
 def test_a_refused_edit_saved_again_unchanged_gives_up_and_writes_nothing(home, editor):

@@ -84,6 +84,21 @@ def test_a_runs_outcome_says_what_came_of_its_work_in_the_list_and_the_record(ho
     listed = fw("run", "list").stdout
     assert listed.splitlines()[0].split()[5] == "outcome" and "failed (unavailable)" in listed
     assert "outcome: failed (unavailable: " in fw("run", "show", failed.json["error"]["run_id"]).stdout
+    fwj("principal", "create", "alice", "--kind", "user")  # a dispatcher stopped while its turn's run waits
+    fwj("principal", "create", "bot", "--kind", "agent")
+    fwj("binding", "set", "bot", "--agent", "a1")
+    fwj("session", "create", "s1", "--member", "alice", "--member", "bot")
+    with ChatServer([{"content": "late", "sleep": 60}]) as slow:
+        fwj("resource", "write", "provider", "p1", "--data", json.dumps({"base_url": slow.base_url}))
+        fwj("message", "post", "s1", "--as", "alice", "@bot hi")
+        serving = subprocess.Popen([fw_bin(), "dispatch"], env={**os.environ, "FW_HOME": str(home)},
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        wait_for(lambda: slow.requests)
+        serving.send_signal(signal.SIGINT)
+        serving.communicate(timeout=30)
+        assert serving.returncode == 130
+    (turn,) = fwj("turn", "list")["turns"]
+    assert turn["status"] == "cancelled" and fwj("run", "show", turn["run_id"])["outcome"] == {"status": "interrupted"}
     started = fwj("run", "start", "--agent", "a1")  # no runner of fw's: nothing to say
     fwj("run", "end", started["run_id"])
     assert [r["outcome"] for r in fwj("run", "list")["runs"] if r["run_id"] == started["run_id"]] == [None]

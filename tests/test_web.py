@@ -555,12 +555,17 @@ def test_the_agent_forms_help_names_every_event_type_fw_produces(home):
     assert all(t in help_text for t in EVENT_TYPES) and len(EVENT_TYPES) == 7
 
 
-def test_a_run_whose_provider_has_no_key_is_refused_at_its_field_with_the_pages_words(home, monkeypatch):
+def agent_whose_key_is_missing(monkeypatch):
+    """Agent a1, on model m1 of provider nokey, whose key variable is not set."""
     monkeypatch.delenv("FW_TEST_UNSET_KEY", raising=False)
     fwj("resource", "write", "provider", "nokey", "--create", "--data",
         '{"base_url": "http://127.0.0.1:9/v1", "api_key_env": "FW_TEST_UNSET_KEY"}')
     fwj("resource", "write", "model", "m1", "--create", "--data", '{"provider": "nokey", "model_id": "x"}')
     fwj("agent", "create", "a1", "--model", "m1")
+
+
+def test_a_run_whose_provider_has_no_key_is_refused_at_its_field_with_the_pages_words(home, monkeypatch):
+    agent_whose_key_is_missing(monkeypatch)
     fwj("agent", "create", "silent")
     fwj("principal", "create", "quiet", "--kind", "agent")
     fwj("binding", "set", "quiet", "--agent", "silent")
@@ -602,3 +607,23 @@ def test_a_serving_process_is_shown_by_its_machines_name_and_pid_on_every_screen
         serving.send_signal(signal.SIGINT)
         serving.communicate(timeout=60)
     assert serving.returncode == 0
+
+
+def test_an_unbound_agents_page_names_its_next_steps_in_the_pages_words(home):
+    make_basics()
+    fwj("agent", "create", "x")  # no model, no principal, no binding
+    page = client(home).get("/agents/x/edit").text
+    assert "next, choose its model below, then on the" in page
+    assert "create an agent principal <code>x</code> for it" in page and "bind <code>x</code> to this agent" in page
+    steps = fwj("agent", "show", "x")["activation"]["next_steps"]
+    assert all({"tool", "args", "command", "why"} <= set(step) for step in steps)  # the documented shape, each
+
+
+def test_the_tasks_page_says_why_a_task_failed(home, monkeypatch):
+    agent_whose_key_is_missing(monkeypatch)
+    fwj("principal", "create", "bob", "--kind", "agent")
+    fwj("binding", "set", "bob", "--agent", "a1")
+    fwj("task", "create", "bob", "--instructions", "tidy up")
+    assert fwj("dispatch", "--once")["tasks"]["failed"] == 1
+    page = client(home).get("/tasks").text
+    assert "tidy up" in page and "$FW_TEST_UNSET_KEY" in page and "why it failed" in page

@@ -11,7 +11,7 @@ from typing import Any
 from ..errors import FwError
 from ..home import secrets
 from ..home.kinds import DEFAULT_CATEGORY, DEFAULT_PROMPT, KINDS
-from ..home.records import load_record
+from ..home.records import fix_hint, load_record
 from ..home.store import Home
 from ..state.store import STATE_FILE, StateStore, disk_is_full
 from ..suggest import article
@@ -55,7 +55,7 @@ def check_home(home: Home, more_warnings: Checks = ()) -> dict[str, Any]:
             seen[name] = rel
             if "error" in entry:
                 err = entry["error"]
-                problems.append({k: v for k, v in err.items() if v is not None})
+                problems.append({**{k: v for k, v in err.items() if v is not None}, "hint": err.get("hint") or fix_hint(rel)})
                 continue
             valid.append((kind, entry))
             if entry.get("plaintext_secret"):

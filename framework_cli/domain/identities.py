@@ -235,7 +235,8 @@ def activation(home: Home, agent: str, definition: dict[str, Any] | None = None)
     if definition is not None and not definition.get("model") and not definition.get("harness"):
         models = resource_names(home, KINDS["model"])
         model = next(iter(models)) if len(models) == 1 else "MODEL"
-        steps.insert(0, {"command": f"fw agent edit {agent} --model {model}",
+        steps.insert(0, {"tool": "resource_write", "args": {"kind": "agent", "reference": agent, "create": False, "data": {"model": model}},
+                         "command": f"fw agent edit {agent} --model {model}",
                          "why": "fw's own loop asks a model, and this agent names none"
                                 + ("" if model != "MODEL" else "; MODEL one of `fw resource list model`")})
     doc = {"configured": True, "enabled": enabled, "bindings": bindings, "next_steps": steps}
@@ -247,17 +248,19 @@ def activation(home: Home, agent: str, definition: dict[str, Any] | None = None)
 def _identity_for(home: Home, agent: str) -> tuple[str, bool]:
     """The principal an unbound agent's next steps name, and whether it exists: the agent's
     own name when that is free or an unbound agent principal, else a free one beside it."""
-    for name in (agent, f"{agent}-agent", *(f"{agent}-agent-{n}" for n in range(2, 100))):
+    stem = agent[:63 - len("-agent-99")]  # a name is at most 63 characters
+    for name in (agent, f"{stem}-agent", *(f"{stem}-agent-{n}" for n in range(2, 100))):
         try:
-            check_name(name, "principal name")  # a long agent's name leaves no room for "-agent"
             principal, binding = get_principal(home, name), get_binding(home, name)
-        except FwError:  # no such name, or a damaged file of that name: another name
+        except FwError:  # a damaged file of that name: another name
+            continue
+        if binding is not None:  # bound (or a binding left without its principal): binding it again would re-point it
             continue
         if principal is None:
             return name, False
-        if principal.get("kind") == "agent" and binding is None:
+        if principal.get("kind") == "agent":
             return name, True
-    return f"{agent}-agent", False
+    return f"{stem}-agent-100", False
 
 
 def tool_groups(home: Home, definition: dict[str, Any], agent: str = "AGENT") -> list[dict[str, Any]]:

@@ -306,7 +306,9 @@ def resource_write(
                 if field in doc:
                     value = to_plain(doc.pop(field))
                     secrets.remember(value)
-                    if isinstance(value, dict):
+                    if text is not None:  # typed in the editor now: it replaces what was stored
+                        stored_secret[field] = {**(stored_secret.get(field) or {}), **value} if isinstance(value, dict) else value
+                    elif isinstance(value, dict):
                         stored_secret[field] = {**value, **(stored_secret.get(field) or {})}
                     else:
                         stored_secret.setdefault(field, value)
@@ -332,6 +334,8 @@ def resource_write(
 
         new_rel = spec.relpath(target_category, reference)
         front_text = rt_dump(doc)
+        if text is not None:  # the fields are checked above; a stored key in a comment is caught here
+            secrets.refuse(home, {"a comment of the file": front_text}, "remove the key from the comment")
         new_text = join_front_matter(front_text, new_body) if spec.has_body else front_text
         if spec.secret_fields:  # first: a key moved out of a file by hand is never lost
             secrets.save(home, kind, reference, new_secret)

@@ -370,7 +370,7 @@ def shown_outcome(record: dict[str, Any]) -> str | None:
     outcome = record.get("outcome")
     if isinstance(outcome, dict) and isinstance(outcome.get("status"), str):
         code = (outcome.get("error") or {}).get("code") if isinstance(outcome.get("error"), dict) else None
-        return f"{outcome['status']} ({code})" if code else outcome["status"]
+        return f"{outcome['status']} ({code})" if code and code != outcome["status"] else outcome["status"]
     return str(record["end_reason"]) if record.get("end_reason") else None
 
 

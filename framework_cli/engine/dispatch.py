@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..domain.identities import DEFAULT_MAX_QUEUE, get_binding
-from ..domain.run_records import run_end
 from ..errors import FwError
 from ..home.secrets import redact
 from ..home.store import Home
@@ -30,7 +29,7 @@ from ..runtime.sessions import BACKLOG, CANCELLED, DONE, FAILED, PENDING, RUNNIN
 from ..state.store import StateStore, now_iso
 from .agent_run import arun_agent, check_timeout
 from .aio import ENGINE_THREADS, Threads, run_loop
-from .engine import Engine, Item, Outcome, check_concurrency, serve_until_stopped
+from .engine import Engine, Item, Outcome, check_concurrency, end_run, serve_until_stopped
 from .external import GatewayStarter
 
 MAX_ATTEMPTS = 3  # claims of one piece of work; work whose owners died that often is failed
@@ -177,7 +176,7 @@ class PrincipalWork:
         with StateStore.open(home) as store, store.transaction():
             recorded = store.execute(f"UPDATE turns SET run_id = ? WHERE {where}", (run_id, *params)).rowcount
         if not recorded:  # cancelled or taken back meanwhile: the run acts no more
-            _end_run(home.root, run_id)
+            end_run(home.root, run_id)
 
     def _answer(self, home: Home, turn: dict[str, Any], claim: Claim, doc: dict[str, Any]) -> Outcome:
         """Post the run's final answer to the session as the principal's message; the turn
@@ -255,7 +254,7 @@ def _take_back_one(home: Home, store: StateStore, table: str, row: dict[str, Any
              *(() if row["owner"] is None else (row["owner"],))),
         ).rowcount
     if changed:
-        _end_run(home.root, row["run_id"])
+        end_run(home.root, row["run_id"], reason="abandoned")  # its dispatcher died
     return changed
 
 
@@ -286,15 +285,6 @@ def _binding_enabled(root: Any, principal: str) -> bool:
     except FwError:
         return False
     return bool(binding and binding["enabled"])
-
-
-def _end_run(root: Any, run_id: str | None) -> None:
-
-    if run_id:
-        try:
-            run_end(Home(root), run_id)
-        except FwError:
-            pass
 
 
 def dispatch(home: Home, *, once: bool = False, concurrency: int = DEFAULT_CONCURRENCY, on_event: OnEvent | None = None,

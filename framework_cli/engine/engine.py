@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any, Protocol
 
-from ..domain.run_records import run_end
+from ..domain.run_records import run_end, runner_outcome
 from ..errors import FwError
 from ..home.store import Home
 from ..http_client import warm
@@ -153,7 +153,7 @@ class Engine:
         run_ids = {task: self.runs.get((item.kind, item.id)) for task, item in items.items()}
         for task, item in items.items():
             if run_ids[task] is not None:
-                await self.threads(_end_run, self.root, run_ids[task])
+                await self.threads(end_run, self.root, run_ids[task], outcome=runner_outcome("interrupted"))
             else:
                 self.stopped_starting += 1
             task.cancel()
@@ -296,10 +296,11 @@ def _dead(row: dict[str, Any], stale_before: str) -> bool:
     return row["host"] == HOST and gone_here(row["process"])
 
 
-def _end_run(root: Any, run_id: str | None) -> None:
+def end_run(root: Any, run_id: str | None, *, reason: str | None = None, outcome: dict[str, Any] | None = None) -> None:
+    """End a run the engine's work started, if it has one (a damaged record cannot act anyway)."""
     if run_id:
         try:
-            run_end(Home(root), run_id)
+            run_end(Home(root), run_id, reason, outcome=outcome)
         except FwError:
             pass
 
