@@ -93,3 +93,16 @@ def test_dispatch_counts_a_turn_that_gave_no_answer(home):
         shown = fw("dispatch", "--once")
     assert shown.exit_code == 0, shown
     assert "Turns run: 1, answered: 0, failed: 0, cancelled: 0, without an answer: 1." in shown.stdout, shown
+
+
+def test_an_errors_items_are_listed_once_and_before_its_hint(home):
+    fwj("principal", "create", "alice", "--kind", "user")
+    fwj("principal", "create", "x", "--kind", "agent")
+    fwj("session", "create", "s1", "--member", "alice", "--member", "x")
+    shown = fw("principal", "delete", "x")  # the message names what holds it: not listed again
+    assert shown.exit_code == 6 and shown.stderr.count("session/s1") == 1, shown
+    fwj("resource", "write", "agent", "a1", "--create", "--data", "{}")
+    fwj("binding", "set", "x", "--agent", "a1")
+    shown = fw("principal", "delete", "x")  # a list the message does not hold: between it and the hint
+    lines = shown.stderr.splitlines()
+    assert shown.exit_code == 6 and lines[1] == "  binding/x" and lines[-1].startswith("Hint: "), shown

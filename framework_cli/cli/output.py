@@ -339,7 +339,7 @@ def emit_error(error: FwError, as_json: bool) -> None:
         return
     lines = [f"Error: {error.message}"]  # then what it is about, then what to do (last, where the eye ends)
     detail = error.extra.get("items") or error.extra.get("detail")
-    if isinstance(detail, list) and detail:
+    if isinstance(detail, list) and detail and not all(str(d) in error.message for d in detail):  # not said twice
         lines.append("  " + "\n  ".join(str(d) for d in detail))
     changes = error.extra.get("changes")
     if isinstance(changes, dict):
