@@ -197,20 +197,19 @@ class PrincipalWork:
         the status it has now (a task may have been reported or cancelled, a turn answered,
         work taken back, meanwhile)."""
         claim = claim_of(owner, item)
+        if outcome.answered:
+            return DONE  # its answer was posted, the turn made done and its lane given back, in one transaction
         if outcome.status == BACKLOG and _binding_enabled(self.root, item.row["principal"]):
             outcome = Outcome(PENDING)  # enabled again meanwhile: its backlog was released without it
         if item.kind == "task":
             result = outcome.note if outcome.status == DONE else None
             error = None if outcome.status == DONE else outcome.note
-            status = tasks.task_finished(Home(self.root), claim, outcome.status, result, error)
-            with store.transaction():
-                lanes.give_back(store, item.lane, owner, item.fence)
-            return status
+            return tasks.task_finished(Home(self.root), claim, outcome.status, result, error)
         where, params = claim.where()
         with store.transaction():
             store.execute(f"UPDATE turns SET status = ?, error = ?, ended_at = ? WHERE {where}",
                           (outcome.status, outcome.note, now_iso() if outcome.status not in (BACKLOG, PENDING) else None, *params))
-            lanes.give_back(store, item.lane, owner, item.fence)
+            claim.give_back_lane(store)
             return store.one("SELECT status FROM turns WHERE id = ?", (item.id,))["status"]  # type: ignore[index]
 
     def stopped(self, store: StateStore, owner: str, item: Item, run_id: str | None) -> bool:

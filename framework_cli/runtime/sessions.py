@@ -28,7 +28,7 @@ from ..home.kinds import check_name
 from ..home.store import Home
 from ..state.store import STATE_FILE, StateStore, now_iso, state_exists
 from ..suggest import did_you_mean, hint_with, plural
-from . import work
+from . import lanes, work
 
 MAX_HOP = 8  # a message at this hop or more starts no turn: chains of agents answering agents end
 MENTION = re.compile(r"(?<![\w@.])@([a-z0-9][a-z0-9_-]{0,62})")
@@ -193,9 +193,9 @@ def _present_message(row: dict[str, Any], decode: Callable[[str], Any] = json.lo
 def message_post(home: Home, session: str, author: str, text: str, *, hop: int = 0, run_id: str | None = None,
                  answers: Claim | None = None) -> dict[str, Any]:
     """Post a message as a member and create its turns, in one transaction. With `answers`
-    (a dispatcher's claim on the turn the message answers) that turn becomes `done` in the
-    same transaction, and only if the claim still holds: a turn is answered once, and is
-    `done` exactly when its answer was posted."""
+    (a dispatcher's claim on the turn the message answers) that turn becomes `done` and its
+    lane is given back in the same transaction, and only if the claim still holds: a turn is
+    answered once, and is `done` exactly when its answer was posted."""
     if not isinstance(text, str) or not text.strip():
         raise FwError("invalid", "a message needs some text", "e.g. fw message post SESSION --as alice 'hello @ops'")
     secrets.refuse(home, {"text": text})
@@ -239,11 +239,18 @@ class Claim:
         return (f"{where} AND EXISTS (SELECT 1 FROM lanes WHERE lane = ? AND owner = ? AND fence = ?)",
                 (*params, self.lane, self.owner, self.fence))
 
+    def give_back_lane(self, store: StateStore) -> None:
+        """Free the claim's lane, if it still holds it: in the transaction that records how the
+        work ended, so that its principal's next work may start as soon as that is written."""
+        if self.lane is not None and self.fence is not None:
+            lanes.give_back(store, self.lane, self.owner, self.fence)
+
 
 def _close_claimed_turn(store: StateStore, claim: Claim) -> None:
     where, params = claim.where()
     if not store.execute(f"UPDATE turns SET status = ?, error = NULL, ended_at = ? WHERE {where}", (DONE, now_iso(), *params)).rowcount:
         raise FwError("conflict", f"turn {claim.id} is no longer held by this dispatcher", "its answer was not posted")
+    claim.give_back_lane(store)
 
 
 def _require_member(members: list[str], principal: str, session: str) -> None:

@@ -258,13 +258,14 @@ def still_working(home: Home, run: dict[str, Any]) -> None:
 
 def task_finished(home: Home, claim: Claim, status: str, result: str | None, error: str | None) -> str:
     """Record how a claimed task's run ended, unless the run reported it (or it was cancelled,
-    or taken back) already; the status it has now."""
+    or taken back) already, and give its lane back; the status it has now."""
     where, params = claim.where()
     with store_for(home) as store, store.transaction():
         store.execute(
             f"UPDATE tasks SET status = ?, result = ?, error = ?, ended_at = ? WHERE {where}",
             (status, result, error, now_iso() if status not in (BACKLOG, PENDING) else None, *params),
         )
+        claim.give_back_lane(store)
         now = _task(store, claim.id)["status"]
     work.changed()
     return now
