@@ -155,3 +155,34 @@ def test_an_owner_on_another_host_is_judged_by_its_heartbeat(home):
     write_run_record(home, started["run_id"], json.dumps(record))
     r = fw("tool", "list", "--run", started["run_id"], "--json")
     assert r.exit_code == 5 and r.json["error"]["code"] == "run_ended" and r.json["error"]["end_reason"] == "abandoned", r
+
+
+def test_an_owned_runs_heartbeat_is_written_only_once_it_is_twenty_seconds_old(home):
+    """Its start is its first beat: hundreds of short runs at once are never rewritten for their
+    heartbeat; a long one is renewed once its beat is OWNER_BEAT_SECONDS old, well inside the 60 s
+    after which another host takes it for abandoned."""
+    from framework_cli.domain.run_records import (
+        ABANDONED_SECONDS,
+        BEAT_LOOK_SECONDS,
+        OWNER_BEAT_SECONDS,
+        _OwnerBeats,
+        renew_heartbeat,
+    )
+    from framework_cli.home.store import Home
+    from framework_cli.liveness import HOST, me
+
+    assert OWNER_BEAT_SECONDS + BEAT_LOOK_SECONDS < ABANDONED_SECONDS / 2
+    make_basics()
+    started = fwj("run", "start", "--agent", "a1")
+    record = json.loads(run_record_text(home, started["run_id"]))
+    record["owner"] = {"host": HOST, "process": me(), "heartbeat_at": "2026-01-01T00:00:00.000Z"}
+    write_run_record(home, started["run_id"], json.dumps(record))
+    beats = _OwnerBeats()
+    now = time.monotonic()
+    beats.own(Home(home), started["run_id"])
+    assert beats.due(now + OWNER_BEAT_SECONDS - 1) == []  # just started: its start was its beat
+    assert beats.due(now + OWNER_BEAT_SECONDS + 1) == [(started["run_id"], Home(home).root)]
+    renew_heartbeat(Home(home), started["run_id"])
+    assert fwj("run", "show", started["run_id"])["owner"]["heartbeat_at"] > "2026-01-01T00:00:00.000Z"
+    beats.disown(started["run_id"])
+    assert beats.due(now + 10 * OWNER_BEAT_SECONDS) == []

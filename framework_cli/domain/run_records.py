@@ -120,7 +120,8 @@ TOKEN_HASH = "gateway_token_sha256"
 DEFAULT_LEASE_SECONDS = 3600
 
 
-OWNER_BEAT_SECONDS = 20.0  # how often an owner renews its runs' heartbeat
+OWNER_BEAT_SECONDS = 20.0  # how old an owned run's heartbeat gets before its owner renews it
+BEAT_LOOK_SECONDS = 5.0  # how often the owner looks for heartbeats to renew
 
 
 ABANDONED_SECONDS = 60.0  # a run whose owner (on another host) has not beaten for this long is abandoned
@@ -397,14 +398,16 @@ def run_end(home: Home, run_id: str, reason: str | None = None, only_if_abandone
 
 
 class _OwnerBeats:
-    """The heartbeat of the runs this process drives: every OWNER_BEAT_SECONDS each active one
-    has `owner.heartbeat_at` renewed, so that a host that cannot see this process can tell it
-    lives. One daemon thread a process, started with its first owned run."""
+    """The heartbeat of the runs this process drives: each active one has `owner.heartbeat_at`
+    renewed once it is OWNER_BEAT_SECONDS old, so that a host that cannot see this process can
+    tell it lives (its start is its first beat: a run shorter than that is never written for
+    it, however many run at once). One daemon thread a process, started with its first owned
+    run; it looks every BEAT_LOOK_SECONDS, so a heartbeat is never older than their sum."""
 
     def __init__(self) -> None:
         import threading
 
-        self._runs: dict[str, Any] = {}  # run id -> the root of its home
+        self._runs: dict[str, tuple[Any, float]] = {}  # run id -> the root of its home, when it last beat (monotonic)
         self._lock = threading.Lock()
         self._thread: Any = None
 
@@ -412,7 +415,7 @@ class _OwnerBeats:
         import threading
 
         with self._lock:
-            self._runs[run_id] = home.root
+            self._runs[run_id] = (home.root, time.monotonic())
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(target=self._beat, name="fw-run-owner", daemon=True)
                 self._thread.start()
@@ -421,17 +424,22 @@ class _OwnerBeats:
         with self._lock:
             self._runs.pop(run_id, None)
 
-    def _beat(self) -> None:
+    def due(self, now: float) -> list[tuple[str, Any]]:
+        """The runs whose last beat is OWNER_BEAT_SECONDS old at `now`: (run id, root)."""
+        with self._lock:
+            return [(run_id, root) for run_id, (root, beaten) in self._runs.items() if now - beaten >= OWNER_BEAT_SECONDS]
 
+    def _beat(self) -> None:
         while True:
-            time.sleep(OWNER_BEAT_SECONDS)
-            with self._lock:
-                runs = dict(self._runs)
-            for run_id, root in runs.items():
+            time.sleep(BEAT_LOOK_SECONDS)
+            for run_id, root in self.due(time.monotonic()):
                 try:
                     renew_heartbeat(Home(root), run_id)
-                except Exception:  # a damaged record, a full disk: the next beat tries again
-                    pass
+                except Exception:  # a damaged record, a full disk: the next look tries again
+                    continue
+                with self._lock:
+                    if run_id in self._runs:
+                        self._runs[run_id] = (root, time.monotonic())
 
 
 def renew_heartbeat(home: Home, run_id: str) -> None:
