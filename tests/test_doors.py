@@ -214,17 +214,22 @@ def test_connections_over_the_cap_are_closed_at_once_and_real_requests_still_ans
     with served:
         idle = [socket.create_connection(("127.0.0.1", port)) for _ in range(60)]
         try:
-            time.sleep(0.5)
-            closed = 0
-            for sock in idle:
-                sock.settimeout(0.05)
-                try:
-                    closed += sock.recv(1) == b""
-                except socket.timeout:
-                    pass
-                except ConnectionResetError:
-                    closed += 1
-            assert closed >= 35, closed  # at most 20 are kept
+            closed: set[int] = set()
+            deadline = time.monotonic() + 15  # on a loaded machine the server may take a while to close them
+            while len(closed) < 35 and time.monotonic() < deadline:
+                time.sleep(0.2)
+                for n, sock in enumerate(idle):
+                    if n in closed:
+                        continue
+                    sock.settimeout(0.01)
+                    try:
+                        if sock.recv(1) == b"":
+                            closed.add(n)
+                    except socket.timeout:
+                        pass
+                    except ConnectionResetError:
+                        closed.add(n)
+            assert len(closed) >= 35, len(closed)  # at most 20 are kept
             for sock in idle:
                 sock.close()
             time.sleep(0.3)
