@@ -114,6 +114,9 @@ def _proxied() -> bool:
 # transports instead: a read waits on a future, a timeout is a timer. httpcore's interface:
 # `AsyncNetworkBackend` and `AsyncNetworkStream` (connect, read, write, start_tls, extra info).
 READ_HIGH_WATER = 256 * 1024  # bytes read ahead of the reader before the socket is paused
+# httpcore writes a request's head, then its body: kept until it reads (or until this much waits),
+# they leave together, one system call (one TLS record, one packet) a request instead of two
+WRITE_COALESCE = 64 * 1024
 
 
 class AsyncioStream:
@@ -130,6 +133,7 @@ class AsyncioStream:
         self._waiter: Any = None  # a read waiting for bytes
         self._drained: Any = None  # a write waiting for the transport to take more
         self._reading_paused = False
+        self._unsent = bytearray()  # written, kept until the next read (WRITE_COALESCE)
 
     # the protocol side (asyncio calls these)
     def connection_made(self, transport: Any) -> None:
@@ -187,6 +191,11 @@ class AsyncioStream:
     async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
         import httpcore
 
+        if self._unsent:
+            try:
+                await self._send(timeout)
+            except httpcore.WriteError:
+                pass  # the server closed early: read what it answered, as httpcore does after a failed write
         if not self._buffer and not self._eof:
             self._waiter = self._loop.create_future()
             try:
@@ -213,7 +222,19 @@ class AsyncioStream:
             return
         if self._lost is not None or self._transport is None or self._transport.is_closing():
             raise httpcore.WriteError("the connection is closed")
-        self._transport.write(buffer)
+        self._unsent += buffer
+        if len(self._unsent) >= WRITE_COALESCE:
+            await self._send(timeout)
+
+    async def _send(self, timeout: float | None) -> None:
+        """Hand what was written to the transport; wait while it holds too much."""
+        import httpcore
+
+        data = bytes(self._unsent)
+        self._unsent.clear()
+        if self._lost is not None or self._transport is None or self._transport.is_closing():
+            raise httpcore.WriteError("the connection is closed")
+        self._transport.write(data)
         if self._drained is not None:
             try:
                 await self._wait(self._drained, timeout)
@@ -223,6 +244,7 @@ class AsyncioStream:
                 raise httpcore.WriteError("the connection was lost while writing")
 
     async def aclose(self) -> None:
+        self._unsent.clear()
         if self._transport is not None:
             self._transport.close()
 

@@ -192,6 +192,58 @@ def test_a_kept_alive_connection_the_server_closed_while_the_loop_was_busy_is_no
 
 
 # -- retries ---------------------------------------------------------------------------------
+class EarlyAnswerServer:
+    """A server that reads a request's head, answers 413 without reading the body, and closes
+    (a proxy with a body limit): what each connection's first read held is kept."""
+
+    def __init__(self):
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        self.heads: list[bytes] = []
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self):
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            with conn:
+                got = b""
+                while b"\r\n\r\n" not in got:
+                    chunk = conn.recv(65536)
+                    if not chunk:
+                        break
+                    got += chunk
+                self.heads.append(got)
+                body = b'{"error": {"message": "the body is too large"}}'
+                conn.sendall(b"HTTP/1.1 413 Payload Too Large\r\nContent-Type: application/json\r\n"
+                             b"Content-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(body), body))
+                conn.shutdown(socket.SHUT_WR)
+                time.sleep(0.2)
+
+    def close(self):
+        self.sock.close()
+
+
+@pytest.mark.parametrize("size", [10, 300_000])
+def test_a_server_that_answers_before_reading_the_body_is_heard(home, size):
+    """A request's head and a small body leave together; a large body is still being sent when
+    the server answers and closes: either way its answer is what fw reports, never a broken pipe."""
+    server = EarlyAnswerServer()
+    try:
+        setup_agent(f"http://127.0.0.1:{server.port}/v1")
+        r = fw("agent", "run", "a1", "--message", "x" * size, "--json")
+    finally:
+        server.close()
+    assert r.exit_code == 7, r
+    error = r.json["error"]
+    assert error["status"] == 413 and "the body is too large" in error["message"] and error["tries"] == 1, error
+    if size == 10:
+        assert b'"model"' in server.heads[0]  # the head and the body came in one piece
+    assert CANARY not in r.output
+
+
 def test_a_429_with_retry_after_is_tried_again_after_the_wait_it_asks_for(home):
     script = [{"status": 429, "headers": {"Retry-After": "1"}, "body": '{"error": {"message": "slow down"}}'}, {"content": "ok now"}]
     with ChatServer(script) as server:
