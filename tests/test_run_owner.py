@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+from datetime import datetime, timedelta, timezone
 
 import httpx
 from conftest import fw, fw_bin, fwj, make_basics, run_record_text, write_run_record
@@ -179,9 +180,12 @@ def test_an_owned_runs_heartbeat_is_written_only_once_it_is_twenty_seconds_old(h
     write_run_record(home, started["run_id"], json.dumps(record))
     beats = _OwnerBeats()
     now = time.monotonic()
-    beats.own(Home(home), started["run_id"])
+    beats.own(Home(home), started["run_id"], datetime.now(timezone.utc))
     assert beats.due(now + OWNER_BEAT_SECONDS - 1) == []  # just started: its start was its beat
     assert beats.due(now + OWNER_BEAT_SECONDS + 1) == [(started["run_id"], Home(home).root)]
+    # a record that waited 15 s for its lock after its start: its beat is 15 s old already
+    beats.own(Home(home), started["run_id"], datetime.now(timezone.utc) - timedelta(seconds=15))
+    assert beats.due(time.monotonic() + OWNER_BEAT_SECONDS - 14) == [(started["run_id"], Home(home).root)]
     renew_heartbeat(Home(home), started["run_id"])
     assert fwj("run", "show", started["run_id"])["owner"]["heartbeat_at"] > "2026-01-01T00:00:00.000Z"
     beats.disown(started["run_id"])

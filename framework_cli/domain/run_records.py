@@ -402,7 +402,8 @@ class _OwnerBeats:
     renewed once it is OWNER_BEAT_SECONDS old, so that a host that cannot see this process can
     tell it lives (its start is its first beat: a run shorter than that is never written for
     it, however many run at once). One daemon thread a process, started with its first owned
-    run; it looks every BEAT_LOOK_SECONDS, so a heartbeat is never older than their sum."""
+    run; it looks every BEAT_LOOK_SECONDS, so a heartbeat is no older than their sum, plus the
+    time its renewal waits for the record's lock."""
 
     def __init__(self) -> None:
         import threading
@@ -411,11 +412,14 @@ class _OwnerBeats:
         self._lock = threading.Lock()
         self._thread: Any = None
 
-    def own(self, home: Home, run_id: str) -> None:
+    def own(self, home: Home, run_id: str, beat_at: datetime) -> None:
+        """Drive `run_id`, whose record's heartbeat says `beat_at` (its start: the record may
+        have waited for its lock since)."""
         import threading
 
+        age = max(0.0, (utc_now() - beat_at).total_seconds())
         with self._lock:
-            self._runs[run_id] = (home.root, time.monotonic())
+            self._runs[run_id] = (home.root, time.monotonic() - age)
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(target=self._beat, name="fw-run-owner", daemon=True)
                 self._thread.start()
@@ -435,7 +439,11 @@ class _OwnerBeats:
             for run_id, root in self.due(time.monotonic()):
                 try:
                     renew_heartbeat(Home(root), run_id)
-                except Exception:  # a damaged record, a full disk: the next look tries again
+                except FwError as exc:
+                    if exc.code == "not_found":  # removed (its home deleted, say): nothing left to beat for
+                        self.disown(run_id)
+                    continue  # a damaged record, a full disk, the store busy: the next look tries again
+                except Exception:
                     continue
                 with self._lock:
                     if run_id in self._runs:

@@ -287,7 +287,7 @@ def run_start(
             record["owner"] = {"host": HOST, "process": me(), "heartbeat_at": stamp_of(started)}
         records.write(run_id, record_text(record))
     if owned:
-        BEATS.own(home, run_id)
+        BEATS.own(home, run_id, started)
     if start.mode == "managed":
         try:
             _same_binding(home, start)

@@ -195,7 +195,8 @@ class PrincipalWork:
     def finish(self, store: StateStore, owner: str, item: Item, outcome: Outcome) -> str:
         """Record the outcome of running work while the claim holds, and give its lane back;
         the status it has now (a task may have been reported or cancelled, a turn answered,
-        work taken back, meanwhile)."""
+        work taken back, meanwhile). An answered turn has both done already: its answer's
+        transaction made it `done` and freed its lane."""
         claim = claim_of(owner, item)
         if outcome.answered:
             return DONE  # its answer was posted, the turn made done and its lane given back, in one transaction
