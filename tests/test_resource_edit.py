@@ -22,6 +22,10 @@ EDITOR = textwrap.dedent("""
     seen.append(text)
     json.dump(seen, open(state, "w"))
     step = json.loads(os.environ["FW_TEST_STEPS"])[len(seen) - 1]
+    if isinstance(step, dict):  # another writer changes the file while the editor is open
+        import subprocess
+        subprocess.run([sys.executable, "-m", "framework_cli", *step["meanwhile"]], check=True, capture_output=True)
+        step = step["then"]
     if step == "empty":
         text = ""
     elif step != "keep":
@@ -92,7 +96,7 @@ def test_a_key_typed_in_the_editor_replaces_the_stored_one_and_a_key_in_a_commen
     path = home / "providers/default/p1.yaml"
     fresh = "sk-fresh-0123456789abcdef"
     result, seen = editor(["base_url:", f"api_key: {fresh}\nbase_url:"], args=("provider", "p1"))
-    assert result.exit_code == 0, result
+    assert result.exit_code == 0 and "Saved provider p1" in result.stdout, result  # the key changed: saved, not unchanged
     assert fresh not in path.read_text() and json.loads((home / "secrets/provider/p1.json").read_text())["api_key"] == fresh
     # a stored key pasted into a comment would be written outside secrets/: refused, then fixed
     result, seen = editor(["base_url:", f"# the old one: {fresh}\nbase_url:"], [f"# the old one: {fresh}\n", ""],
@@ -159,3 +163,31 @@ def test_an_editor_that_cannot_start_or_fails_is_named_and_nothing_is_written(ho
     r = fw("resource", "edit", "agent", "a1", "--json")
     assert "'no-such-visual-9d1b' (from VISUAL)" in r.json["error"]["message"], r
     assert snapshot(home) == before
+
+
+def test_a_file_changed_by_another_writer_while_it_is_edited_is_not_overwritten_unasked(home, editor):
+    """Another `fw` changes the agent while the editor is open: the save is refused and the
+    editor opens again with the edit and a note; emptying it cancels (the other change stays),
+    saving it again replaces the file as it is now."""
+    make_basics()
+    meanwhile = ["agent", "edit", "a1", "--add-builtin-tool", "task_collaboration"]
+    result, seen = editor({"meanwhile": meanwhile, "then": ["model: m1", "model: m1\ndescription: mine"]}, "empty")
+    assert result.exit_code == 0 and "cancelled" in result.stdout, result
+    assert len(seen) == 2 and "changed by another writer" in seen[1].splitlines()[0] and "description: mine" in seen[1]
+    assert fwj("resource", "read", "agent", "a1")["data"]["builtin_tools"] == ["task_collaboration"]  # not lost
+    result, seen = editor({"meanwhile": ["agent", "edit", "a1", "--description", "theirs"], "then": ["model: m1", "model: m1  # mine"]},
+                          "keep")
+    assert result.exit_code == 0 and "Saved agent a1" in result.stdout, result
+    text = (home / "agents/default/a1.yaml").read_text()
+    assert "# mine" in text and "theirs" not in text  # replaced, once the user was told
+
+
+def test_an_editor_that_keeps_changing_a_refused_text_is_given_up_on(home, editor):
+    from framework_cli.cli.editor import MAX_REFUSED
+
+    make_basics()
+    before = snapshot(home)
+    steps = [["model: m1", "model: [broken0"]] + [[f"[broken{n}", f"[broken{n + 1}"] for n in range(MAX_REFUSED + 5)]
+    result, seen = editor(*steps)
+    assert result.exit_code == 4 and "nothing was written" in result.stderr, result
+    assert len(seen) == MAX_REFUSED and snapshot(home) == before

@@ -2,7 +2,9 @@
 
 The file's own text is opened (a prompt or skill with its front matter and body). On save it
 is validated; when it is refused the editor opens again with the error at the top, and
-nothing is written until the text is valid. An unchanged or emptied file cancels."""
+nothing is written until the text is valid. An unchanged or emptied file cancels. A file that
+another writer changed while it was open is not overwritten unasked: the editor opens again
+with a note, and saving once more replaces it."""
 
 from __future__ import annotations
 
@@ -75,18 +77,37 @@ def without_marks(text: str) -> str:
     return "".join(lines)
 
 
-def edit_loop(original: str, suffix: str, save: Callable[[str], Any]) -> Any | None:
-    """Edit until `save` accepts the text (its result), or the user cancels (None)."""
-    shown, last = original, original
+MAX_REFUSED = 20  # refused saves before fw gives up (an editor script that changes the text each time)
+
+
+def with_conflict(text: str, error: FwError) -> str:
+    lines = [f"{MARK}the edit was not saved: {error.message}"]
+    if error.hint:
+        lines.append(f"{MARK}{error.hint}")
+    lines.append(f"{MARK}save this text to replace that change, or empty the file to cancel. These lines are ignored.")
+    return "\n".join(lines) + "\n" + text
+
+
+def edit_loop(original: str, suffix: str, save: Callable[[str, str], Any], current: Callable[[], str]) -> Any | None:
+    """Edit until `save(text, base)` accepts the text (its result), or the user cancels (None).
+    `base` is the file's text the edit started from: a file changed by another writer
+    meanwhile is refused by `save` (`reason: changed_meanwhile`), and the editor opens again
+    with the edit and a note; saving it then replaces the file as it is now (`current()`)."""
+    shown, last, base, refused = original, original, original, 0
     while True:
         edited = without_marks(open_in_editor(shown, suffix))
         if not edited.strip() or edited == original:
             return None
         try:
-            return save(edited)
+            return save(edited, base)
         except FwError as exc:
+            if exc.extra.get("reason") == "changed_meanwhile":
+                base = current()
+                shown, last = with_conflict(edited, exc), edited
+                continue
             if exc.code not in ("invalid", "corrupt", "not_found", "conflict"):
                 raise
-            if edited == last and shown != original:  # saved again without a change: give up, as kubectl does
+            refused += 1
+            if (edited == last and shown != original) or refused >= MAX_REFUSED:  # saved again without a change: give up, as kubectl does
                 raise FwError(exc.code, exc.message, "nothing was written; run the edit again to retry", **exc.extra) from None
             shown, last = with_error(edited, exc), edited

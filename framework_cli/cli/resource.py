@@ -129,14 +129,16 @@ def edit(ctx: typer.Context, kind: KindArg, reference: RefArg, as_json: JsonOpt 
     """Edit a resource's file in $EDITOR (as `kubectl edit` does): a prompt or skill as its
     own text, front matter and body. On save it is validated; a refused edit opens again with
     the error at the top, and nothing is written until it is valid. Save it unchanged, or
-    empty, to cancel."""
+    empty, to cancel. If another writer changed the file while it was open, the editor opens
+    again with a note: save to replace that change, or empty the file to cancel."""
     from ..domain.resources import resource_text  # lazy: start-up speed
     from .editor import edit_loop  # lazy: start-up speed
 
     home = home_of(ctx)
     current = resource_text(home, kind, reference)
     suffix = ".md" if KINDS[kind].has_body else ".yaml"
-    doc = edit_loop(current["text"], suffix, lambda text: resource_write(home, kind, reference, {}, text=text))
+    doc = edit_loop(current["text"], suffix, lambda text, base: resource_write(home, kind, reference, {}, text=text, base=base),
+                    lambda: resource_text(home, kind, reference)["text"])
     if doc is None:
         doc = {"kind": kind, "name": reference, "category": current["category"], "changed": False, "cancelled": True}
         emit(doc, as_json, lambda c: c.print(f"Edit cancelled: {kind} {reference} is unchanged."))

@@ -239,10 +239,12 @@ def resource_write(
     create: bool = False,
     category: str | None = None,
     text: str | None = None,
+    base: str | None = None,
 ) -> dict[str, Any]:
     """Create (a whole definition, a new name) or update (a JSON merge patch) one resource.
     `text` (an update only) replaces the file's whole text instead: what `fw resource edit`
-    saves, comments included."""
+    saves, comments included; `base`, the text it was edited from: a file that is no longer
+    that text is `conflict` (`reason: changed_meanwhile`) and nothing is written."""
     from ..home.models import dump, validate  # lazy: start-up speed
 
     spec = kind_spec(kind)
@@ -280,6 +282,7 @@ def resource_write(
             doc = to_commented(fresh)
             old_body = ""
             stored_secret: dict[str, Any] = {}
+            secret_before: dict[str, Any] = {}
             before: Any = None
         else:
             if not found:
@@ -290,6 +293,9 @@ def resource_write(
                 )
             old_category, old_rel = found[0]
             old_text = home.read_text(old_rel) or ""
+            if base is not None and old_text != base:
+                raise FwError("conflict", f"{kind} {reference!r} was changed by another writer while it was being edited",
+                              f"see it as it is now with `fw resource show {kind} {reference}`", reason="changed_meanwhile")
             try:
                 doc, old_body = load_for_edit(old_text, old_rel, has_body=spec.has_body)
                 before = to_plain(doc)
@@ -302,6 +308,7 @@ def resource_write(
                 body = edited_body or "" if spec.has_body else MISSING
             target_category = category or old_category
             stored_secret = _stored_secret(home, spec, reference, secret_patch)
+            secret_before = copy.deepcopy(stored_secret)
             for field in spec.secret_fields:  # a secret written into the file by hand moves to secrets/
                 if field in doc:
                     value = to_plain(doc.pop(field))
@@ -349,7 +356,7 @@ def resource_write(
             retexted = text is not None and new_text != old_text  # an edited comment is a change too
             if to_plain(doc) != before or new_body != old_body or retexted:  # a no-op edit rewrites nothing
                 home.write_text(new_rel, new_text)
-        changed = old_rel != new_rel or to_plain(doc) != before or new_body != old_body or new_secret != stored_secret
+        changed = old_rel != new_rel or to_plain(doc) != before or new_body != old_body or new_secret != secret_before
         changed = changed or (text is not None and new_text != old_text)
 
         result = shown(home, spec, reference, target_category, plain, new_body)
