@@ -79,7 +79,9 @@ def test_session_delete_plans_first_then_deletes_exactly_the_plan(home):
     assert fwj("session", "show", "s1")["session"]["messages"] == 1
     assert "--confirm session/s1" in fw("session", "delete", "s1").stdout
     stale = fwj("session", "delete", "s1", "--confirm", "session/s2", code=6)["error"]
-    assert stale["code"] == "stale_confirmation" and stale["plan"] == ["session/s1"]
+    assert stale["code"] == "stale_confirmation" and stale["plan"] == ["session/s1"] and stale["reason"] == "not_a_plan"
+    bare = fwj("session", "delete", "s1", "--confirm", "s1", code=6)["error"]
+    assert bare["reason"] == "not_a_plan" and "items are kind/name, e.g. session/s1" in bare["message"], bare
     done = fwj("session", "delete", "s1", "--confirm", "session/s1")
     assert done["status"] == "deleted" and done["deleted"] == ["session/s1"]
     assert fwj("session", "list")["sessions"] == [] and fwj("turn", "list")["turns"] == []

@@ -43,7 +43,10 @@ def test_recursive_plans_first_then_deletes_exactly_the_plan(home):
     assert plan["status"] == "plan" and plan["plan"] == ["session/s2", "memory/bob", "bot/desk", "principal/bob"]
     assert snapshot(home) == before
     stale = fwj("principal", "delete", "bob", "--recursive", "--confirm", "principal/bob", code=6)["error"]
-    assert stale["code"] == "stale_confirmation" and stale["plan"] == plan["plan"]
+    assert stale["code"] == "stale_confirmation" and stale["plan"] == plan["plan"] and stale["reason"] == "plan_changed"
+    assert stale["changes"]["added"] == plan["plan"][:-1] and plan["confirm"] in stale["hint"]
+    typo = fwj("principal", "delete", "bob", "--recursive", "--confirm", plan["confirm"].replace("session/", "sesion/"), code=6)["error"]
+    assert typo["reason"] == "not_a_plan" and "did you mean session/s2?" in typo["message"], typo
     assert snapshot(home) == before
     done = fwj("principal", "delete", "bob", "--recursive", "--confirm", plan["confirm"])
     assert done == {"status": "deleted", "deleted": plan["plan"]}

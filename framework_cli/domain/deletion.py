@@ -160,13 +160,17 @@ def _differences(confirmed: list[str], plan: list[str]) -> dict[str, Any]:
     }
 
 
-def never_a_plan(confirmed: list[str], target: str, plan: list[str]) -> str | None:
+def never_a_plan(confirmed: list[str], target: str, plan: list[str], kinds: Any = KINDS) -> str | None:
     """Why `confirmed` cannot have been any plan of `target` (a typo, not a change of the
-    home since): every plan names each item once, as kind/name, and ends with its target."""
+    home since): every plan names each item once, as kind/name (of `kinds`), and ends with
+    its target."""
     if not confirmed:
         return "it is empty"
-    malformed = [i for i in confirmed if i.split("/", 1)[0] not in KINDS or "/" not in i]
+    malformed = [i for i in confirmed if i.split("/", 1)[0] not in kinds or "/" not in i]
     if malformed:
+        close = closest(malformed[0], plan)
+        if close and close not in confirmed:
+            return f"{malformed[0]} is in no plan; did you mean {close}?"
         return f"{malformed[0]!r} is not an item (items are kind/name, e.g. {target})"
     if len(set(confirmed)) != len(confirmed):
         return "it names an item twice"
@@ -179,19 +183,25 @@ def never_a_plan(confirmed: list[str], target: str, plan: list[str]) -> str | No
     return None
 
 
-def _mismatch(confirmed: list[str], plan: DeletionPlan) -> FwError:
-    """A confirmation that is not the plan: one that never was a plan (mistyped) is told
-    apart from one the home has moved on from (`reason`)."""
-    why = never_a_plan(confirmed, plan.target, plan.items)
-    command = confirm_command(plan.target, plan.recursive, plan.items)
+def mismatch(confirmed: list[str], target: str, items: list[str], blocked: list[dict[str, Any]], command: str,
+             kinds: Any = KINDS) -> FwError:
+    """A confirmation that is not the plan (`stale_confirmation`, nothing deleted), for every
+    delete that plans: one that never was a plan (mistyped) is told apart from one the home
+    has moved on from (`reason`), with what differs (`changes`) and the command that
+    confirms the plan as it is now."""
+    why = never_a_plan(confirmed, target, items, kinds)
     if why:
-        message = f"the confirmation is not a plan of {plan.target} ({why}); nothing was deleted"
+        message = f"the confirmation is not a plan of {target} ({why}); nothing was deleted"
         hint = f"confirm the plan as it was printed: `{command}`"
     else:
         message = "the confirmation does not match the plan as it stands now; nothing was deleted"
         hint = f"check the new plan, then confirm it: `{command}`"
     return FwError("stale_confirmation", message, hint, reason="not_a_plan" if why else "plan_changed",
-                   plan=plan.items, blocked=plan.blocked, changes=_differences(confirmed, plan.items))
+                   plan=items, blocked=blocked, changes=_differences(confirmed, items))
+
+
+def _mismatch(confirmed: list[str], plan: DeletionPlan) -> FwError:
+    return mismatch(confirmed, plan.target, plan.items, plan.blocked, confirm_command(plan.target, plan.recursive, plan.items))
 
 
 def confirm_command(target: str, recursive: bool, items: list[str]) -> str:

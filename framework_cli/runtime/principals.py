@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..domain.bots import bot_names, bot_rel, load_bot
+from ..domain.deletion import mismatch, parse_confirm
 from ..domain.identities import no_principal, principal_delete
 from ..domain.run_records import run_end, run_list
 from ..errors import FwError
@@ -17,6 +18,8 @@ from ..home.kinds import check_name
 from ..home.store import Home
 from ..state.store import now_iso, state_exists
 from .sessions import BACKLOG, CANCELLED, PENDING, store_for
+
+PLAN_KINDS = ("session", "memory", "bot", "principal")  # the items of a principal's plan
 
 
 def holdings(home: Home, name: str) -> list[str]:
@@ -43,10 +46,10 @@ def principal_remove(home: Home, name: str, *, recursive: bool = False, confirm:
     with home.locked():
         plan = principal_delete_plan(home, name)
         held = plan[:-1]
-        given = [c.strip() for c in confirm.split(",") if c.strip()] if recursive and confirm is not None else None
+        given = parse_confirm(confirm) if recursive and confirm is not None else None
         if given is not None and given != plan:  # a confirmation is of exactly this plan, even one of one item
-            raise FwError("stale_confirmation", f"--confirm does not match the plan computed now ({', '.join(plan)})",
-                          f"confirm exactly the plan: `fw principal delete {name} --recursive --confirm {','.join(plan)}`", plan=plan)
+            raise mismatch(given, f"principal/{name}", plan, [], f"fw principal delete {name} --recursive --confirm {','.join(plan)}",
+                           kinds=PLAN_KINDS)
         if not held:
             return _with_runs_ended(home, name, principal_delete(home, name))
         if not recursive:

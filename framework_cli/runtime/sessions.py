@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from ..domain.deletion import mismatch, parse_confirm
 from ..domain.identities import agent_bindings_of, agent_set_enabled, get_principal, no_principal
 from ..errors import FwError
 from ..home import secrets
@@ -476,9 +477,9 @@ def session_delete(home: Home, name: str, confirm: str | None = None) -> dict[st
         plan = {"status": "plan", "plan": [item], "blocked": blocked, "messages": count["messages"], "turns": count["turns"], "confirm": item}
         if confirm is None:
             return plan
-        if [c.strip() for c in confirm.split(",") if c.strip()] != [item]:
-            raise FwError("stale_confirmation", f"--confirm {confirm!r} is not this plan ({item})",
-                          f"confirm exactly the plan: `fw session delete {name} --confirm {item}`", plan=[item], blocked=blocked)
+        given = parse_confirm(confirm)
+        if given != [item]:
+            raise mismatch(given, item, [item], blocked, f"fw session delete {name} --confirm {item}", kinds=("session",))
         if blocked:
             raise FwError("protected", f"session {name!r} has {plural(running, 'running turn')}",
                           f"end it first (`fw session end {name}`), let the turn finish, then delete it", blocked=blocked)
