@@ -289,6 +289,8 @@ def test_other_4xx_answers_are_never_retried(home, status):
         error = run_json(code=7)["error"]
     assert len(server.requests) == 1
     assert error["status"] == status and error["tries"] == 1 and "tries" not in error["message"]
+    if status == 401:  # the provider is named: the hint works as pasted
+        assert "`fw resource write provider p1 --api-key-stdin`" in error["hint"], error
 
 
 def test_a_dropped_connection_is_tried_again(home):

@@ -156,6 +156,7 @@ def test_an_owner_on_another_host_is_judged_by_its_heartbeat(home):
     write_run_record(home, started["run_id"], json.dumps(record))
     r = fw("tool", "list", "--run", started["run_id"], "--json")
     assert r.exit_code == 5 and r.json["error"]["code"] == "run_ended" and r.json["error"]["end_reason"] == "abandoned", r
+    assert "`fw run start --agent a1`" in r.json["error"]["hint"], r  # the run's own agent: the hint works as pasted
 
 
 def test_an_owned_runs_heartbeat_is_written_only_once_it_is_twenty_seconds_old(home):

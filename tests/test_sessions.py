@@ -136,6 +136,7 @@ def test_after_session_end_nothing_of_the_session_acts(home):
     before = snapshot(home)
     r = fw("message", "post", "s1", "--as", "alice", "anyone?", "--json")
     assert r.exit_code == 5 and r.json["error"]["code"] == "session_ended", r
+    assert "`fw session create s1-2 --member alice,ops`" in r.json["error"]["hint"], r
     assert messages("s1")[-1] == ("alice", "@ops again")
     after = snapshot(home)
     assert {k for k in after if after[k] != before.get(k)} <= {"state.db", "state.db-wal", "state.db-shm"}

@@ -276,11 +276,19 @@ def require_active(record: dict[str, Any]) -> dict[str, Any]:
     record = present(record)
     if record["status"] == "ended":
         why = "the process that drove it is gone (abandoned)" if record.get("end_reason") == "abandoned" else "it has ended"
-        raise FwError("run_ended", f"run {run_id} can make no further calls: {why}", "start a new run with `fw run start`",
+        raise FwError("run_ended", f"run {run_id} can make no further calls: {why}", f"start a new run with `{_run_start_again(record)}`",
                       **({"end_reason": record["end_reason"]} if record.get("end_reason") else {}))
     if record["status"] == "expired":
-        raise FwError("lease_expired", f"the lease of run {run_id} ran out at {record['lease_expires_at']}", "start a new run with `fw run start`")
+        raise FwError("lease_expired", f"the lease of run {run_id} ran out at {record['lease_expires_at']}",
+                      f"start a new run with `{_run_start_again(record)}`")
     return record
+
+
+def _run_start_again(record: dict[str, Any]) -> str:
+    """The command that starts a run like this one: as its principal (managed), or of its agent."""
+    if record.get("mode") == "managed" and record.get("identity"):
+        return f"fw run start --principal {record['identity']}"
+    return f"fw run start --agent {record['agent']}" if record.get("agent") else "fw run start --agent AGENT"
 
 
 RUN_ID_PART_RE = re.compile(r"run-[0-9a-fT-]*|[0-9a-fT-]{4,}")  # a part of a run id, as `fw audit list` shows one

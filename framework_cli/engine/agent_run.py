@@ -266,7 +266,7 @@ def chat_client(home: Home, run: dict[str, Any], timeout: float, *, stream: bool
     provider = frozen_data(home, run, "provider")["data"]
     key = provider_key(home, model["provider"], provider)
     return ChatClient(provider["base_url"], key, model["model_id"], timeout=timeout, stream=stream,
-                      dialect=dialect_for(provider.get("api")), max_tokens=model.get("max_tokens"))
+                      dialect=dialect_for(provider.get("api")), max_tokens=model.get("max_tokens"), provider=model["provider"])
 
 
 def system_prompt(home: Home, run: dict[str, Any]) -> str:

@@ -61,9 +61,10 @@ class ChatClient:
 
     def __init__(
         self, base_url: str, api_key: str, model_id: str, *, timeout: float = 60.0, stream: bool = False,
-        dialect: Dialect | None = None, max_tokens: int | None = None,
+        dialect: Dialect | None = None, max_tokens: int | None = None, provider: str = "NAME",
     ) -> None:
         secrets.remember(api_key)
+        self.provider = provider  # its name, for the hints
         self.dialect = dialect or dialect_for(None)
         self.base_url = base_url
         self.model_id = model_id
@@ -118,7 +119,7 @@ class ChatClient:
             return client.build_request(request.method, request.url, content=content, headers=request.headers, timeout=timeout)
         except UnicodeError:
             raise self._failure("the provider's key holds characters an HTTP header cannot carry",
-                                "store the key again with `fw resource write provider NAME --api-key-stdin`") from None
+                                f"store the key again with `fw resource write provider {self.provider} --api-key-stdin`") from None
         except httpx.InvalidURL:
             raise self._failure(f"{self.url} is not a URL fw can send to", "check the provider's base_url") from None
 
@@ -154,8 +155,8 @@ class ChatClient:
     def _refuse_status(self, status: int, headers: Any, body: bytes) -> None:
         message = f"{self.url} answered {status}: {self._snippet(body.decode('utf-8', 'replace'))}"
         if status in RETRIED_STATUSES or status >= 500:
-            raise _Retryable(message, _hint_for_status(status), status, retry_after(headers))
-        raise self._failure(message, _hint_for_status(status), status)
+            raise _Retryable(message, _hint_for_status(status, self.provider), status, retry_after(headers))
+        raise self._failure(message, _hint_for_status(status, self.provider), status)
 
     async def _read_reply(self, response: Any, content_type: str, emit: OnEvent) -> Reply:
         try:
@@ -166,7 +167,7 @@ class ChatClient:
                 reply = self.dialect.reply_from_answer(_json(await response.aread()))
         except ServerError as exc:
             raise self._failure(f"{self.url} answered with an error: {self._snippet(exc.detail)}",
-                                _hint_for_error_object(exc.error), 200) from None
+                                _hint_for_error_object(exc.error, self.provider), 200) from None
         except UnusableAnswer as exc:
             raise self._unusable(f"the model {self.model_id!r} gave an answer fw cannot use: {exc}") from None
         except (UnreadableAnswer, UnreadableStream) as exc:
@@ -257,9 +258,9 @@ def retry_after(headers: Any) -> float | None:
         return None
 
 
-def _hint_for_status(status: int) -> str:
+def _hint_for_status(status: int, provider: str = "NAME") -> str:
     if status in (401, 403):
-        return "check the provider's key: `fw resource write provider NAME --api-key-stdin`"
+        return f"check the provider's key: `fw resource write provider {provider} --api-key-stdin`"
     if status == 404:
         return "check the provider's base_url (usually ending in /v1) and the model's model_id"
     if status == 429:
@@ -269,16 +270,16 @@ def _hint_for_status(status: int) -> str:
     return "check the provider's base_url and the model's model_id"
 
 
-def _hint_for_error_object(error: Any) -> str:
+def _hint_for_error_object(error: Any, provider: str = "NAME") -> str:
     """A hint from what the error object says of itself (its code, type or status)."""
     fields = error if isinstance(error, dict) else {}
     for key in ("status", "code"):
         value = fields.get(key)
         if isinstance(value, int) or (isinstance(value, str) and value.isdigit() and len(value) == 3):
-            return _hint_for_status(int(value))
+            return _hint_for_status(int(value), provider)
     words = " ".join(str(fields.get(k) or "") for k in ("type", "code")).lower()
     if any(w in words for w in ("auth", "api_key", "permission", "key")):
-        return _hint_for_status(401)
+        return _hint_for_status(401, provider)
     if any(w in words for w in ("rate", "quota", "limit_exceeded")):
         return _hint_for_status(429)
     if "overloaded" in words:

@@ -162,7 +162,9 @@ def session_add_member(home: Home, name: str, principal: str) -> dict[str, Any]:
 def _open_session(store: StateStore, name: str) -> dict[str, Any]:
     row = _session(store, name)
     if row["status"] != OPEN:
-        raise FwError("session_ended", f"session {name!r} has ended", "start a new session with `fw session create`")
+        members = ",".join(_members(store, name)) or "P"
+        raise FwError("session_ended", f"session {name!r} has ended",
+                      f"start a new one with the same members: `fw session create {name}-2 --member {members}` (any new name)")
     return row
 
 
