@@ -100,6 +100,7 @@ def test_a_five_character_key_from_the_environment_is_redacted_and_home_check_wa
     monkeypatch.setenv("SHORT_LLM_KEY", "abc")
     human = fw("home", "check")
     assert human.exit_code == 0 and "not redacted" in human.output, human
+    assert "is clean" not in human.output and "has no problem" in human.output and "1 warning above" in human.output, human
     monkeypatch.setenv("SHORT_LLM_KEY", "a-long-enough-key")
     assert [w for w in fwj("home", "check")["warnings"] if w["code"] == "short_key"] == []
 

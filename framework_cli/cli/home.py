@@ -125,10 +125,15 @@ def check(ctx: typer.Context, as_json: JsonOpt = False) -> None:
         from ..home.kinds import KINDS  # lazy: start-up speed
 
         counted = ", ".join(f"{n} {k if n == 1 else KINDS[k].folder}" for k, n in doc["counts"].items())
-        if doc["ok"]:
+        if doc["ok"] and not doc["warnings"]:
             console.print(f"The home at {doc['home']} is clean ({counted}).")
+        elif doc["ok"]:
+            console.print(f"The home at {doc['home']} has no problem ({counted}), and {plural(len(doc['warnings']), 'warning')} above; "
+                          "`--json` gives each one's hint.")
         else:
-            console.print(f"{plural(len(doc['problems']), 'problem')} in {doc['home']}. Fix them by hand, or a resource's file with `fw resource edit KIND NAME`; `--json` gives each one's hint.")
+            them = "it" if len(doc["problems"]) == 1 else "them"
+            console.print(f"{plural(len(doc['problems']), 'problem')} in {doc['home']}. Fix {them} by hand, or a resource's file with "
+                          "`fw resource edit KIND NAME`; `--json` gives each one's hint.")
 
     emit(doc, as_json, human)
     if not doc["ok"]:

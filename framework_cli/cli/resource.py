@@ -143,7 +143,7 @@ def edit(ctx: typer.Context, kind: KindArg, reference: RefArg, as_json: JsonOpt 
         doc = {"kind": kind, "name": reference, "category": current["category"], "changed": False, "cancelled": True}
         emit(doc, as_json, lambda c: c.print(f"Edit cancelled: {kind} {reference} is unchanged."))
         return
-    emit(doc, as_json, lambda c: render_written(c, doc, "Saved" if doc["changed"] else "Unchanged"))
+    emit(doc, as_json, lambda c: render_written(c, doc, "Saved" if doc["changed"] else "Unchanged:"))
 
 
 def with_retry_hint(exc: FwError, target: list[str], create: bool, data: Optional[str], category: Optional[str], api_key_stdin: bool) -> FwError:
