@@ -76,6 +76,18 @@ def test_a_message_without_a_mention_makes_a_turn_only_under_policy_all(home, po
     assert turns("s1") == expected
 
 
+def test_mentioning_a_principal_that_is_not_a_member_says_so_and_starts_nothing(home):
+    with ChatServer([]) as server:
+        setup(server.base_url, "ops")
+    fwj("session", "create", "s1", "--member", "alice")
+    doc = fwj("message", "post", "s1", "--as", "alice", "@ops are you there? cc @nobody")
+    assert doc["turns"] == [] and doc["message"]["mentions"] == [] and doc["not_members"] == ["ops"]  # @nobody is no principal
+    r = fw("message", "post", "s1", "--as", "alice", "@ops again")
+    assert r.exit_code == 0 and "@ops is not a member of s1" in r.stderr and "fw session add-member s1 ops" in r.stderr, r
+    assert "not a member" not in r.stdout
+    assert "not_members" not in fwj("message", "post", "s1", "--as", "alice", "no mention at all")
+
+
 def test_the_backlog_waits_for_enable_but_not_for_an_ended_session(home):
     with ChatServer([{"content": "answered"}], repeat_last=True) as server:
         setup(server.base_url, "ops")

@@ -76,10 +76,14 @@ def post(
 
     if json_wanted(as_json):
         print_json(doc)
-    elif stdout_is_terminal():
+        return
+    if stdout_is_terminal():
         rich_text(lambda console: _render_posted(console, doc))
     else:  # without a terminal rich would print plain text: write it without loading rich
         write_stream([chat_line(doc["message"]), *(_turn_line(t) + "\n" for t in doc["turns"])])
+    for name in doc.get("not_members", []):  # a note, not the result: on standard error
+        write_out(f"Note: @{name} is not a member of {session}, so it gets no turn; "
+                  f"add it with `fw session add-member {session} {name}`.", err=True)
 
 
 def _render_posted(console: Any, doc: dict[str, Any]) -> None:

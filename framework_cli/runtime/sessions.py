@@ -198,7 +198,8 @@ def message_post(home: Home, session: str, author: str, text: str, *, hop: int =
     """Post a message as a member and create its turns, in one transaction. With `answers`
     (a dispatcher's claim on the turn the message answers) that turn becomes `done` and its
     lane is given back in the same transaction, and only if the claim still holds: a turn is
-    answered once, and is `done` exactly when its answer was posted."""
+    answered once, and is `done` exactly when its answer was posted. `not_members`: the
+    principals it mentions that are not members of the session (they get no turn)."""
     if not isinstance(text, str) or not text.strip():
         raise FwError("invalid", "a message needs some text", "e.g. fw message post SESSION --as alice 'hello @ops'")
     secrets.refuse(home, {"text": text})
@@ -218,7 +219,9 @@ def message_post(home: Home, session: str, author: str, text: str, *, hop: int =
         message = _present_message(store.one("SELECT * FROM messages WHERE id = ?", (message_id,)))  # type: ignore[arg-type]
     if turns:
         work.changed()
-    return {"message": message, "turns": turns}
+    outsiders = [name for name in dict.fromkeys(MENTION.findall(text))
+                 if name not in members and home.exists(f"principals/{name}.yaml")]
+    return {"message": message, "turns": turns, **({"not_members": outsiders} if outsiders else {})}
 
 
 @dataclass(frozen=True)
