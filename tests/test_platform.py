@@ -235,6 +235,18 @@ def test_say_text_is_literal_and_the_log_lists_nothing_said(home):
     assert "has done nothing yet" in human.stdout
 
 
+def test_saying_something_to_an_offline_local_bot_notes_that_its_actions_are_refused(home):
+    bot_of({"events": ["message.*"]})
+    assert "offline" not in fwj("bot", "local", "say", "desk", "--from", "alice", "--no-run", "hi")
+    fwj("bot", "set", "desk", "--offline")
+    said = fwj("bot", "local", "say", "desk", "--from", "alice", "--no-run", "are you there?")
+    assert said["offline"] is True and said["handled"] is True
+    r = fw("bot", "local", "say", "desk", "--from", "alice", "--no-run", "still there?")
+    assert r.exit_code == 0 and "bot desk is offline" in r.stderr and "fw bot set desk --online" in r.stderr, r
+    refused = call(said["run"]["run_id"], "event_reply", {"text": "yes"}, code=7)
+    assert refused["error"]["reason"] == "adapter_offline"
+
+
 def test_a_dry_run_of_going_offline_says_it_would_and_changes_nothing(home):
     bot_of({})
     before = snapshot(home)

@@ -86,12 +86,15 @@ _REFUSALS = {
 def local_say(home: Home, bot_name: str, user: str, text: str, group: str | None = None, *, run: bool = True,
               on_event: Any = None, gateway: GatewayStarter | None = None) -> dict[str, Any]:
     """`fw bot local say`: the user's message lands on the local platform, and is handled as
-    the event it makes: `{"event", "handled", ...}`."""
+    the event it makes: `{"event", "handled", ...}`, and `"offline": true` when the bot was
+    set offline (its run's platform tools are then refused with `adapter_offline`)."""
 
     secrets.refuse(home, {"text": text, "user": user, "group": group})
-    event = local_platform(home, bot_name).say(user, text, group)
-    return {"event": event, **handle_ingested(home, bot_name, load_bot(home, bot_name), event, run=run, on_event=on_event,
-                                              gateway=gateway)}
+    platform = local_platform(home, bot_name)
+    event = platform.say(user, text, group)
+    offline = {} if platform.online() else {"offline": True}  # its platform tools will fail (adapter_offline)
+    return {"event": event, **offline, **handle_ingested(home, bot_name, load_bot(home, bot_name), event, run=run,
+                                                        on_event=on_event, gateway=gateway)}
 
 
 def handle_ingested(home: Home, bot_name: str, bot: dict[str, Any], event: dict[str, Any], *, run: bool = True,
