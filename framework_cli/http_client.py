@@ -281,6 +281,19 @@ class AsyncioStream:
         return self._transport.get_extra_info(names.get(info, info)) if self._transport is not None else None
 
 
+def why_not_connected(exc: OSError) -> str:
+    """Why a connection could not be made, in words fw may print (the system's, never a request's)."""
+    import errno
+    import socket
+
+    if isinstance(exc, socket.gaierror):
+        return "its host name could not be resolved"
+    reasons = {errno.ECONNREFUSED: "the connection was refused (nothing listens there)",
+               errno.EHOSTUNREACH: "the host is unreachable", errno.ENETUNREACH: "the network is unreachable",
+               errno.ETIMEDOUT: "the connection timed out", errno.ECONNRESET: "the connection was reset"}
+    return reasons.get(exc.errno or 0) or (exc.strerror or type(exc).__name__).lower()
+
+
 def _is_address(host: str) -> bool:
     """Whether `host` is an IPv4 or IPv6 address rather than a name."""
     import socket
@@ -332,7 +345,7 @@ class AsyncioBackend:
         except (TimeoutError, asyncio.TimeoutError):
             raise httpcore.ConnectTimeout(f"timed out connecting to {host}:{port}") from None
         except OSError as exc:
-            raise httpcore.ConnectError(str(exc)) from None
+            raise httpcore.ConnectError(why_not_connected(exc)) from None
         for option in socket_options or ():
             stream.get_extra_info("socket").setsockopt(*option)
         return stream

@@ -81,6 +81,22 @@ def test_a_model_nobody_listens_for_is_unreachable_at_once(home):
     error = run_json(code=7)["error"]
     assert time.monotonic() - started < 20
     assert error["code"] == "unavailable" and f"could not reach http://127.0.0.1:{port}/v1" in error["message"]
+    assert "the connection was refused" in error["message"] and "port" in error["hint"], error  # why, not an exception's name
+
+
+def test_a_model_host_that_does_not_resolve_says_so(home, monkeypatch):
+    real = socket.getaddrinfo
+
+    def resolve(host, *args, **kwargs):  # the name service, at the edge: .invalid never resolves (RFC 6761)
+        if str(host).endswith(".invalid"):
+            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+        return real(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", resolve)
+    setup_agent("http://no-such-host.invalid/v1")
+    error = run_json(code=7)["error"]
+    assert "could not reach http://no-such-host.invalid/v1" in error["message"], error
+    assert "its host name could not be resolved" in error["message"], error
 
 
 def test_a_model_named_by_host_name_is_reached_and_only_a_name_races_its_addresses(home, monkeypatch):

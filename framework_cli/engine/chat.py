@@ -149,8 +149,10 @@ class ChatClient:
                                     "check the base_url's host (the certificate must name it) and that the certificate has not "
                                     "expired; for a server of your own, set SSL_CERT_FILE to a file that holds its certificate "
                                     "(or its CA's)") from None
-            raise self._failure(f"could not reach {self.url}: {type(exc).__name__}",
-                                "check the provider's base_url and the network") from None
+            # a connection not made: the system's words (no request was sent, so none of its headers)
+            why = (str(exc) or type(exc).__name__) if isinstance(exc, httpx.ConnectError) else type(exc).__name__
+            raise self._failure(f"could not reach {self.url}: {why}",
+                                "check the provider's base_url (its host and port), that the server is running, and the network") from None
 
     def _refuse_status(self, status: int, headers: Any, body: bytes) -> None:
         message = f"{self.url} answered {status}: {self._snippet(body.decode('utf-8', 'replace'))}"
