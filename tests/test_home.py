@@ -57,7 +57,7 @@ def test_check_names_a_corrupt_file_with_its_line_and_a_dangling_reference(home)
     assert doc["ok"] is False
     by_path = {p.get("path"): p for p in doc["problems"]}
     broken = by_path["agents/default/broken.yaml"]
-    assert broken["code"] == "corrupt" and broken["line"] == 3
+    assert broken["code"] == "corrupt" and broken["line"] == 2 and "not closed" in broken["message"]  # where the [ is, not the end
     assert by_path["models/default/m2.yaml"]["field"] == "colour"
     dangling = by_path["agents/default/orphan.yaml"]
     assert dangling["code"] == "dangling" and dangling["reference"] == "model/ghost"

@@ -505,10 +505,13 @@ def read_text_arg(text: str | None, path: str | None, what: str) -> str:
     return read_stdin_text(what) if text == "-" else str(text)
 
 
+EXAMPLES = {"--data": '{"description": "..."}', "--args": '{"kind": "agent"}', "--event": '{"type": "message.received", ...}'}
+
+
 def read_data_arg(value: str, what: str) -> Any:
     """JSON or YAML (JSON is YAML) given inline, as @FILE, or as - (standard input): the
     home's own files are YAML, so `--data @agent.yaml` takes one as it is."""
-    example = "pass a JSON or YAML object, e.g. '{\"description\": \"...\"}', @FILE (.json or .yaml) or - for stdin"
+    example = f"pass a JSON or YAML object, e.g. '{EXAMPLES.get(what, EXAMPLES['--data'])}', @FILE (.json or .yaml) or - for stdin"
     text = read_text_arg(value, value[1:] if value.startswith("@") else None, what)
     try:
         data = _json_or_yaml(text, what, example)

@@ -29,12 +29,22 @@ def safe_problem(problem: str) -> str:
     return _QUOTED.sub(lambda m: m.group(0) if len(m.group(0)) <= 4 else "'…'", problem)
 
 
-def _problem(exc: Exception) -> YamlProblem:
-    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+def _problem(exc: Exception, text: str) -> YamlProblem:
+    """The parser's complaint, at the line a person looks at: where it noticed, unless that is
+    the end of the text (an unclosed `[`, `{` or quote), then where what is unclosed began."""
+    problem_mark, context_mark = getattr(exc, "problem_mark", None), getattr(exc, "context_mark", None)
+    problem = safe_problem(str(getattr(exc, "problem", None) or "the file is not valid YAML"))
+    at_end = problem_mark is not None and not text[getattr(problem_mark, "index", 0):].strip()
+    context = getattr(exc, "context", None)
+    if context_mark is not None and (problem_mark is None or at_end):
+        mark = context_mark
+        what = re.sub(r"^while (parsing|scanning) ", "", str(context or "")) or "what"
+        problem = f"{what} begun here is not closed by the end of the text ({problem})" if at_end else problem
+    else:
+        mark = problem_mark or context_mark
     line = mark.line + 1 if mark is not None else None
-    problem = getattr(exc, "problem", None) or "the file is not valid YAML"
     where = f"line {line}: " if line else ""
-    return YamlProblem(f"{where}{safe_problem(str(problem))}", line)
+    return YamlProblem(f"{where}{problem}", line)
 
 
 _fast_loader: Any = None
@@ -81,7 +91,7 @@ def fast_load(text: str) -> Any:
     try:
         return yaml.load(text, Loader=_loader())
     except yaml.YAMLError as exc:
-        raise _problem(exc) from None
+        raise _problem(exc, text) from None
 
 
 def _rt():
@@ -100,7 +110,7 @@ def rt_load(text: str) -> Any:
     try:
         return _rt().load(text)
     except YAMLError as exc:
-        raise _problem(exc) from None
+        raise _problem(exc, text) from None
 
 
 def rt_dump(doc: Any) -> str:
