@@ -53,3 +53,14 @@ def test_a_file_that_is_not_there_is_named_in_plain_words(home, tmp_path):
                        (["message", "post", "s1", "--as", "alice", "--file", missing], "the message file")):
         error = fwj(*args, code=3)["error"]
         assert error["code"] == "not_found" and error["message"] == f"{what} {missing!r} does not exist", error
+
+
+def test_an_unclosed_bracket_is_reported_on_its_own_line_with_an_example_of_the_option(home, tmp_path):
+    r = fw("tool", "call", "--manager", "resource_list", "--args", "kind: [agent")
+    error = r.json["error"]
+    assert error["code"] == "invalid" and "line 1: a flow sequence begun here is not closed" in error["message"], error
+    assert '{"kind": "agent"}' in error["hint"] and "description" not in error["hint"], error
+    (tmp_path / "a.yaml").write_text("description: ok\nmodel: [m1\n")
+    r = fw("resource", "write", "agent", "a9", "--create", "--data", f"@{tmp_path / 'a.yaml'}", "--json")
+    assert r.exit_code != 0
+    assert "line 2: a flow sequence begun here is not closed" in r.json["error"]["message"], r  # the line of the [, not past the end
