@@ -50,3 +50,10 @@ def test_a_part_that_matches_nothing_is_not_found_with_a_close_one(home):
     error = fw("run", "show", typo, "--json").json["error"]
     assert error["code"] == "not_found"
     assert fw("run", "show", "not-a-run", "--json").json["error"]["code"] == "invalid"
+
+
+def test_a_part_too_short_to_name_a_run_says_how_long_one_must_be(home):
+    r = fw("run", "show", "5fb", "--json")
+    assert r.exit_code != 0 and r.json["error"]["code"] == "invalid", r
+    assert "too short" in r.json["error"]["message"] and "4 characters" in r.json["error"]["message"], r
+    assert "is not a run id" in fw("run", "show", "zz9z", "--json").json["error"]["message"]

@@ -305,7 +305,10 @@ def resolve_run_id(home: Home, given: Any) -> str:
     if isinstance(given, str) and RUN_ID_RE.fullmatch(given):
         return given
     if not isinstance(given, str) or not RUN_ID_PART_RE.fullmatch(given):
-        raise FwError("invalid", f"{given!r} is not a run id", "run ids look like run-20261130T120000-1a2b3c4d, or their last characters; see them with `fw run list`")
+        short = isinstance(given, str) and re.fullmatch(r"[0-9a-fT-]{1,3}", given) is not None
+        raise FwError("invalid", f"{given!r} is too short to name a run: give 4 characters or more of its id" if short
+                      else f"{given!r} is not a run id",
+                      "run ids look like run-20261130T120000-1a2b3c4d, or their last 4 characters or more; see them with `fw run list`")
     ids = run_ids(home)
     matches = [r for r in ids if r.endswith(given) or r.startswith(given)]
     if not matches:
