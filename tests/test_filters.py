@@ -45,6 +45,9 @@ def test_audit_list_filters_by_run_tool_and_time(home):
     assert [e["tool"] for e in fwj("audit", "list", "--run", run)["entries"]] == ["framework_resource_list", "framework_principal_list"]
     assert [e["tool"] for e in fwj("audit", "list", "--run", run[-8:])["entries"]] == ["framework_resource_list", "framework_principal_list"]
     assert [e["caller"] for e in fwj("audit", "list", "--tool", "resource_list")["entries"]] == ["manager"]
+    typo = fwj("audit", "list", "--tool", "framework_principal_lst")
+    assert typo["entries"] == [] and typo["did_you_mean"] == "framework_principal_list"
+    assert "did you mean framework_principal_list?" in fw("audit", "list", "--tool", "framework_principal_lst").stdout
     assert len(fwj("audit", "list", "--since", "1h")["entries"]) == 3
     lines = (home / "audit.jsonl").read_text().splitlines()
     old = json.loads(lines[0])

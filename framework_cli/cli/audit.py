@@ -27,6 +27,10 @@ def list_(
     seconds = parse_duration(since, "--since") if since is not None else None
     doc = audit_list(home_of(ctx), limit, run=run, tool=tool, since=seconds)
     filtered = run is not None or tool is not None or since is not None
+    if doc.get("did_you_mean") and not as_json:
+        emit(doc, as_json, lambda c: c.print(f"No tool calls match these filters: no call of {tool} was logged; "
+                                             f"did you mean {doc['did_you_mean']}?"))
+        return
     emit(doc, as_json, lambda c: render_audit(c, doc["entries"], filtered))
 
 

@@ -18,6 +18,7 @@ from ..home.secrets import redact
 from ..home.store import Home, write_failure
 from ..state.location import AUDIT_FILE, state_url
 from ..state.store import StateStore
+from ..suggest import did_you_mean
 
 
 def shape(value: Any) -> Any:
@@ -94,7 +95,8 @@ def record(
 def audit_list(home: Home, limit: int = 50, *, run: str | None = None, tool: str | None = None,
                since: float | None = None) -> dict[str, Any]:
     """The latest `limit` entries, oldest first; only a run's (its id, or a unique start or
-    end of it, as the listing shows runs), a tool's, or those of the last `since` seconds."""
+    end of it, as the listing shows runs), a tool's, or those of the last `since` seconds.
+    None of a tool that was never called, but one with a close name was: `did_you_mean`."""
     if not isinstance(limit, int) or limit < 1:
 
         raise FwError("invalid", "the limit must be a whole number, at least 1", "e.g. --limit 20")
@@ -104,7 +106,11 @@ def audit_list(home: Home, limit: int = 50, *, run: str | None = None, tool: str
         from datetime import datetime, timedelta, timezone
 
         cutoff = datetime.now(timezone.utc) - timedelta(seconds=since)
-    return {"entries": list(_entries(lines, run, tool, cutoff))[-limit:]}
+    entries = list(_entries(lines, run, tool, cutoff))[-limit:]
+    if entries or tool is None:
+        return {"entries": entries}
+    called = {e.get("tool") for e in _entries(_lines(home), None, None, None) if isinstance(e.get("tool"), str)}
+    return {"entries": entries, **({} if tool in called else did_you_mean(tool, called))}  # a tool name mistyped: the one meant
 
 
 def audit_page(home: Home, number: int, size: int, *, run: str | None = None, tool: str | None = None) -> dict[str, Any]:
