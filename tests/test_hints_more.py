@@ -55,6 +55,7 @@ TYPOS = {
     "a memory owner": ["memory", "list", "triagr"],
     "a session": ["session", "show", "s2"],
     "a group": ["agent", "edit", "a1", "--builtin-tool", "resource_managment"],
+    "a group of a new agent": ["agent", "create", "a9", "--builtin-tool", "resource_managment"],
     "an event pattern": ["agent", "edit", "a1", "--add-event", "mesage.received"],
     "a platform tool": ["agent", "edit", "a1", "--add-platform-tool", "platform_send_mesage"],
 }
@@ -176,3 +177,10 @@ def test_a_corrected_delete_leaves_out_the_confirmation_of_the_mistyped_name(hom
     assert error["did_you_mean"] == "a1" and "`fw resource delete agent a1 --json`?" in error["hint"], error
     error = fwj("resource", "delete", "agent", "--confirm=agent/a2", "a2", code=3)["error"]
     assert "`fw resource delete agent a1 --json`?" in error["hint"], error
+
+
+def test_a_mistyped_choice_in_data_gets_the_choice_meant_and_never_the_value_quoted(basics):
+    r = fw("resource", "write", "agent", "a1", "--data", '{"builtin_tools": ["resource_managment"]}', "--json")
+    error = r.json["error"]
+    assert error["code"] == "invalid" and error["field"] == "builtin_tools[0]", error
+    assert error["hint"].startswith("did you mean 'resource_management'?") and "resource_managment" not in error["message"], error

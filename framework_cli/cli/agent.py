@@ -7,7 +7,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from ..domain.agents import agent_show
+from ..domain.agents import agent_show, edit_builtin_tools
 from ..domain.resources import resource_list, resource_write
 from ..suggest import plural
 from .common import (
@@ -113,6 +113,8 @@ def create(
     for field, values in (("skills", skill), ("mcps", mcp), ("builtin_tools", builtin_tool)):
         if values is not None:
             data[field] = listed(values)
+    if "builtin_tools" in data:  # each group named as --builtin-tool, with a did-you-mean, as `fw agent edit` does
+        data["builtin_tools"] = edit_builtin_tools([], data["builtin_tools"], (), ())
     for field, values in (("events", listed(event)), ("allowed_platform_tools", listed(platform_tool))):
         if values:
             data[field] = values

@@ -407,7 +407,7 @@ def validate(kind: str, data: Any, where: str = "") -> Strict:
         return MODELS[kind].model_validate(data)
     except ValidationError as exc:
         field, message = describe_error(exc)
-        near = _nearest_field(kind, exc.errors(include_url=False, include_input=False)[0])
+        near = _nearest_field(kind, exc.errors(include_url=False, include_input=False)[0]) or _nearest_value(exc)
         accepted = accepted_fields(kind)
         raise FwError(
             "invalid",
@@ -415,6 +415,17 @@ def validate(kind: str, data: Any, where: str = "") -> Strict:
             f"did you mean {near!r}? {accepted[0].upper()}{accepted[1:]}" if near else accepted,
             field=field,
         ) from None
+
+
+def _nearest_value(exc: ValidationError) -> str | None:
+    """For a value not among a field's choices, the choice a typo away (`resource_management`
+    for `resource_mgmt`); only the choice is ever shown, never the value given."""
+    err = exc.errors(include_url=False)[0]
+    if err["type"] != "literal_error" or not isinstance(err.get("input"), str):
+        return None
+    import re
+
+    return closest(err["input"], re.findall(r"'([^']*)'", str((err.get("ctx") or {}).get("expected", ""))))
 
 
 def _nearest_field(kind: str, err: Any) -> str | None:
