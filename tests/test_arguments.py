@@ -11,6 +11,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+from conftest import fw
 
 from framework_cli.tools.arguments import plain_validator
 
@@ -114,3 +115,12 @@ def test_the_plain_check_agrees_with_jsonschema_on_fws_tools():
 ])
 def test_any_other_schema_is_left_to_jsonschema(schema):
     assert plain_validator(schema) is None
+
+
+def test_a_required_parameter_given_a_typo_away_is_named_with_the_one_meant(home):
+    r = fw("tool", "call", "--manager", "resource_read", "--args", '{"kind": "agent", "refrence": "a1"}')
+    error = r.json["error"]
+    assert error["code"] == "invalid" and "reference is a required property, and 'refrence' is not a parameter" in error["message"], error
+    assert error["did_you_mean"] == "reference" and error["hint"].startswith("did you mean 'reference'?"), error
+    plain = fw("tool", "call", "--manager", "resource_read", "--args", '{"kind": "agent"}').json["error"]
+    assert plain["message"].endswith("reference is a required property") and "did_you_mean" not in plain, plain

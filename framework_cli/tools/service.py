@@ -397,14 +397,30 @@ def _validate_args(tool: Tool, args: Any) -> None:
         if error.validator == "additionalProperties":
             extra = sorted(set(args) - set(tool.input_schema.get("properties") or {}))
             message = f"unknown {'parameter' if len(extra) == 1 else 'parameters'}: {', '.join(extra)}"
-        elif error.validator == "required":
+        suggestion: dict[str, str] = {}
+        if error.validator == "required":
             message = error.message.replace("'", "")
+            suggestion = _misnamed(error)
+            if suggestion:
+                message += f", and {suggestion['given']!r} is not a parameter"
         elif error.validator == "enum":
             message = f"must be one of: {', '.join(map(str, error.validator_value))}"
-
-        suggestion = did_you_mean(error.instance, error.validator_value) if error.validator == "enum" else {}
+            suggestion = did_you_mean(error.instance, error.validator_value)
         hint = hint_with(suggestion, "see the tool's input_schema in `fw tool list`")
         raise FwError("invalid", f"{tool.name}: {where}: {message}", hint, field=where, **suggestion)
+
+
+def _misnamed(error: Any) -> dict[str, str]:
+    """A required parameter that is missing because it was given a typo away (`txt` for
+    `text`): {"given", "did_you_mean"}, else {}."""
+    instance = error.instance if isinstance(error.instance, dict) else {}
+    known = set((error.schema or {}).get("properties") or {})
+    missing = [name for name in error.validator_value if name not in instance] if isinstance(error.validator_value, list) else []
+    for given in (key for key in instance if key not in known):
+        found = did_you_mean(given, missing)
+        if found:
+            return found
+    return {}
 
 
 def call_tool(home: Home, caller: Caller, name: str, args: Any, sources: Any = None, *, via: str | None = None,
