@@ -73,6 +73,7 @@ def test_fw_agent_tools_lists_the_whole_catalogue_with_reasons(home, example_plu
     assert set(run["tools"]) == offered
     human = fw("agent", "tools", "a1")
     assert human.exit_code == 0 and "plugin__example__greet" in human.stdout and "execution_disabled" in human.stdout
+    assert f"without --principal a run gets {len(offered)})" in " ".join(human.stdout.split()), human.stdout  # as run start got
 
 
 def test_every_tool_of_a_model_without_tool_calling_is_unavailable(home):

@@ -234,8 +234,12 @@ def render_tools(console: Any, doc: dict[str, Any]) -> None:
         rows.append([tool["name"], source, "yes" if tool["allowed"] else "no", "yes" if tool["available"] else "no",
                      tool.get("reason")])
     table(console, f"tools of agent {doc['agent']}", columns, rows, "No tool.")
-    offered = sum(1 for t in doc["tools"] if t["allowed"] and t["available"] and t["source"] not in ("event", "platform"))
-    console.print(f"{plural(offered, 'tool')} allowed and available now (event and platform tools come with an event's run).")
+    offered = [t for t in doc["tools"] if t["allowed"] and t["available"] and t["source"] not in ("event", "platform")]
+    managed = sum(1 for t in offered if t["source"] == "managed_runtime")
+    console.print(f"{plural(len(offered), 'tool')} allowed and available now (event and platform tools come with an event's run"
+                  + (f"; the {managed} managed_runtime ones only in a managed run, as a principal bound to it: "
+                     f"`fw agent run {doc['agent']} --principal P`; without --principal a run gets {len(offered) - managed})."
+                     if managed else ")."))
 
 
 @app.command("list")
