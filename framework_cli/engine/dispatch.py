@@ -16,7 +16,7 @@ cancelled.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -218,7 +218,7 @@ class PrincipalWork:
         it had finished meanwhile."""
         return self.finish(store, owner, item, Outcome(CANCELLED, "the dispatcher was interrupted")) == CANCELLED
 
-    def take_back(self, home: Home, store: StateStore, owner: str, live: set[str]) -> int:
+    def take_back(self, home: Home, store: StateStore, owner: str, live: Container[str]) -> int:
         """Take back the running work of owners that are not alive (and of none): end its run,
         then run it again, or fail it when it has had MAX_ATTEMPTS claims; work of an ended
         session is cancelled. How many pieces of work were taken back."""

@@ -22,7 +22,7 @@ import itertools
 import os
 import secrets as pysecrets
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any, Protocol
@@ -76,7 +76,7 @@ class WorkSource(Protocol):
     def stopped(self, store: StateStore, owner: str, item: Item, run_id: str | None) -> bool: ...
     # whether the stop cancelled the work: False when it had finished meanwhile, or was put back
 
-    def take_back(self, home: Home, store: StateStore, owner: str, live: set[str]) -> int: ...
+    def take_back(self, home: Home, store: StateStore, owner: str, live: Container[str]) -> int: ...
 
 
 def check_concurrency(concurrency: Any) -> int:
@@ -246,14 +246,32 @@ class Engine:
             stale_before = _stamp(datetime.now(timezone.utc) - timedelta(seconds=STALE_SECONDS))
             owners = {r["id"]: r for r in store.all("SELECT * FROM dispatchers")}
             dead = {o for o, row in owners.items() if o != self.owner and _dead(row, stale_before)}
-            live = {o for o in owners if o not in dead}
+            live = _Live(store, {o for o in owners if o not in dead}, dead)
             taken = sum(source.take_back(home, store, self.owner, live) for source in self.sources)
-            orphaned = {r["owner"] for r in store.all("SELECT DISTINCT owner FROM lanes WHERE owner IS NOT NULL")} - live
+            orphaned = {o for o in (r["owner"] for r in store.all("SELECT DISTINCT owner FROM lanes WHERE owner IS NOT NULL"))
+                        if o not in live}
             with store.transaction():
                 lanes.free_lanes_of(store, orphaned)
                 for owner in dead:
                     store.execute("DELETE FROM dispatchers WHERE id = ?", (owner,))
         return taken
+
+
+class _Live:
+    """The owners alive as a take-back looks at each piece of work or lane: those it read alive,
+    and any that entered itself since (a dispatcher registers before it claims anything, so
+    work or a lane of an owner not read yet is never taken from it). An owner read dead, or
+    with no row at all, is not alive."""
+
+    def __init__(self, store: StateStore, alive: set[str], dead: set[str]) -> None:
+        self.store, self.alive, self.dead = store, alive, dead
+
+    def __contains__(self, owner: object) -> bool:
+        if owner in self.alive:
+            return True
+        if not isinstance(owner, str) or owner in self.dead:
+            return False
+        return self.store.one("SELECT 1 AS x FROM dispatchers WHERE id = ?", (owner,)) is not None
 
 
 async def serve_until_stopped(engine: Engine, once: bool, stopped: asyncio.Event) -> None:

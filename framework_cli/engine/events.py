@@ -14,7 +14,7 @@ spoken already, and the group must not hear it twice).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from typing import Any
 
 from ..domain.bots import find_bot
@@ -127,7 +127,7 @@ class BotEvents:
             return False
         return self.finish(store, owner, item, Outcome(CANCELLED, "the server was stopped during its run")) == CANCELLED
 
-    def take_back(self, home: Home, store: StateStore, owner: str, live: set[str]) -> int:
+    def take_back(self, home: Home, store: StateStore, owner: str, live: Container[str]) -> int:
         """Events left running by servers that are gone: run again when no run had started,
         failed otherwise; then waiting events too old to answer expire."""
         taken = 0
