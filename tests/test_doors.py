@@ -308,7 +308,11 @@ def test_while_another_process_holds_state_db_a_report_gets_503_and_the_door_kee
             # margin below that is for a machine loaded by other tests
             assert answers["heartbeat"][0] == 204 and answers["heartbeat"][1] < 2.5, answers
             assert answers["other"][0] == 404 and answers["other"][1] < 2.5, answers
-            assert answers["report"][0] == 503 and answers["report"][1] < 6, answers
+            # a report's store work that started in time may still wait for the store once (both of its waits share
+            # STORE_BUSY_SECONDS): 503 within STORE_SECONDS + STORE_BUSY_SECONDS, and a margin for a loaded machine
+            from framework_cli.serve.bot import STORE_BUSY_SECONDS, STORE_SECONDS
+
+            assert answers["report"][0] == 503 and answers["report"][1] < STORE_SECONDS + STORE_BUSY_SECONDS + 1.5, answers
         finally:
             locker.wait(30)
         assert report(url, group_message("hi", message_id=31)).status_code == 204  # the same report, once state.db is free

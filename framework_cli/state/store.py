@@ -225,14 +225,20 @@ class StateStore:
         writers); an inner one is a savepoint that can fail alone. Writers in this process
         wait for each other on a lock of the process first: SQLite's own wait for a busy
         database sleeps for milliseconds at a time, which made a dispatcher's workers slower
-        together than one alone."""
+        together than one alone. The two waits share `busy_seconds`: a writer that waited for
+        the process's lock waits for SQLite only what is left."""
         with self._lock:
-            outermost, held = self._depth == 0, False
+            outermost, held, shortened = self._depth == 0, False, False
             try:
                 # bounded as SQLite's own wait is: a writer stuck holding it fails the others, never hangs them
+                asked = time.monotonic()
                 if outermost and not (held := _writers(self.path).acquire(timeout=self.busy_seconds)):
                     raise FwError("unavailable", f"{self.path} is locked by another writer of this process",
                                   "try again once it has finished", path=STATE_FILE, reason="state_busy")
+                waited = time.monotonic() - asked
+                if outermost and waited > 0.005:  # one budget for both waits: SQLite's gets what is left of it
+                    self.db.execute(f"PRAGMA busy_timeout = {max(1, int((self.busy_seconds - waited) * 1000))}")
+                    shortened = True
                 self._depth += 1
                 savepoint = f"sp{self._depth}"
                 try:
@@ -252,6 +258,11 @@ class StateStore:
                 finally:
                     self._depth -= 1
             finally:
+                if shortened:
+                    try:
+                        self.db.execute(f"PRAGMA busy_timeout = {int(self.busy_seconds * 1000)}")
+                    except sqlite3.Error:
+                        pass  # a connection that failed is opened afresh
                 if held:
                     _writers(self.path).release()
 
