@@ -166,6 +166,7 @@ def test_an_owned_runs_heartbeat_is_written_only_once_it_is_twenty_seconds_old(h
     from framework_cli.domain.run_records import (
         ABANDONED_SECONDS,
         BEAT_LOOK_SECONDS,
+        BEATS,
         OWNER_BEAT_SECONDS,
         _OwnerBeats,
         renew_heartbeat,
@@ -191,3 +192,11 @@ def test_an_owned_runs_heartbeat_is_written_only_once_it_is_twenty_seconds_old(h
     assert fwj("run", "show", started["run_id"])["owner"]["heartbeat_at"] > "2026-01-01T00:00:00.000Z"
     beats.disown(started["run_id"])
     assert beats.due(now + 10 * OWNER_BEAT_SECONDS) == []
+    # a run whose lease ran out can act no more: not beaten for, and no longer followed
+    record = json.loads(run_record_text(home, started["run_id"]))
+    record["lease_expires_at"] = "2026-01-01T00:00:00.000Z"
+    write_run_record(home, started["run_id"], json.dumps(record))
+    BEATS.own(Home(home), started["run_id"], datetime.now(timezone.utc))
+    renew_heartbeat(Home(home), started["run_id"])
+    assert json.loads(run_record_text(home, started["run_id"])) == record  # not rewritten
+    assert started["run_id"] not in [run_id for run_id, _ in BEATS.due(time.monotonic() + 10 * OWNER_BEAT_SECONDS)]

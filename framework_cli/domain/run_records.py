@@ -466,7 +466,7 @@ def renew_heartbeat(home: Home, run_id: str) -> None:
     with records.locked(run_id):
         record = load_run(home, run_id, records)
         owner = record.get("owner")
-        if record["status"] != "active" or not isinstance(owner, dict):
+        if present(record)["status"] != "active" or not isinstance(owner, dict):  # ended, or its lease ran out
             BEATS.disown(run_id)
             return
         owner["heartbeat_at"] = stamp_of(utc_now())
