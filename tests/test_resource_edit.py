@@ -191,3 +191,15 @@ def test_an_editor_that_keeps_changing_a_refused_text_is_given_up_on(home, edito
     result, seen = editor(*steps)
     assert result.exit_code == 4 and "nothing was written" in result.stderr, result
     assert len(seen) == MAX_REFUSED and snapshot(home) == before
+
+
+def test_an_invalid_edit_met_by_a_change_meanwhile_is_checked_when_saved_again_not_dropped(home, editor):
+    make_basics()
+    meanwhile = ["agent", "edit", "a1", "--description", "theirs"]
+    result, seen = editor({"meanwhile": meanwhile, "then": ["model: m1", "model: [broken"]}, "keep",
+                          ["model: [broken", "model: m1  # fixed"])
+    assert result.exit_code == 0 and "Saved agent a1" in result.stdout, result
+    assert len(seen) == 3 and "changed by another writer" in seen[1].splitlines()[0]
+    assert "fw resource read agent a1" in seen[1]  # the hint's command exists
+    assert "the edit was not saved" in seen[2].splitlines()[0] and "changed by another writer" not in seen[2].splitlines()[0]
+    assert "# fixed" in (home / "agents/default/a1.yaml").read_text()

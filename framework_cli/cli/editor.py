@@ -101,13 +101,13 @@ def edit_loop(original: str, suffix: str, save: Callable[[str, str], Any], curre
         try:
             return save(edited, base)
         except FwError as exc:
-            if exc.extra.get("reason") == "changed_meanwhile":
+            refused += 1
+            if exc.extra.get("reason") == "changed_meanwhile" and refused < MAX_REFUSED:
                 base = current()
-                shown, last = with_conflict(edited, exc), edited
+                shown = with_conflict(edited, exc)  # saved again as it is, it is checked, not given up on
                 continue
             if exc.code not in ("invalid", "corrupt", "not_found", "conflict"):
                 raise
-            refused += 1
             if (edited == last and shown != original) or refused >= MAX_REFUSED:  # saved again without a change: give up, as kubectl does
                 raise FwError(exc.code, exc.message, "nothing was written; run the edit again to retry", **exc.extra) from None
             shown, last = with_error(edited, exc), edited

@@ -295,7 +295,7 @@ def resource_write(
             old_text = home.read_text(old_rel) or ""
             if base is not None and old_text != base:
                 raise FwError("conflict", f"{kind} {reference!r} was changed by another writer while it was being edited",
-                              f"see it as it is now with `fw resource show {kind} {reference}`", reason="changed_meanwhile")
+                              f"see it as it is now with `fw resource read {kind} {reference}`", reason="changed_meanwhile")
             try:
                 doc, old_body = load_for_edit(old_text, old_rel, has_body=spec.has_body)
                 before = to_plain(doc)
