@@ -131,7 +131,7 @@ def test_a_model_named_by_host_name_is_reached_and_only_a_name_races_its_address
 
 class ClosingServer:
     """A TCP server on 127.0.0.1 that closes every connection as soon as it accepts it (an
-    overloaded server, a balancer with nothing behind it)."""
+    overloaded server, a balancer with nothing behind it). `handle` is what it does with one."""
 
     def __init__(self):
         self.sock = socket.create_server(("127.0.0.1", 0))
@@ -146,7 +146,11 @@ class ClosingServer:
             except OSError:
                 return
             self.accepted += 1
-            conn.close()
+            with conn:
+                self.handle(conn)
+
+    def handle(self, conn):
+        pass
 
     def close(self):
         self.sock.close()
@@ -208,38 +212,27 @@ def test_a_kept_alive_connection_the_server_closed_while_the_loop_was_busy_is_no
 
 
 # -- retries ---------------------------------------------------------------------------------
-class EarlyAnswerServer:
+class EarlyAnswerServer(ClosingServer):
     """A server that reads a request's head, answers 413 without reading the body, and closes
     (a proxy with a body limit): what each connection's first read held is kept."""
 
     def __init__(self):
-        self.sock = socket.create_server(("127.0.0.1", 0))
-        self.port = self.sock.getsockname()[1]
         self.heads: list[bytes] = []
-        threading.Thread(target=self._serve, daemon=True).start()
+        super().__init__()
 
-    def _serve(self):
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            with conn:
-                got = b""
-                while b"\r\n\r\n" not in got:
-                    chunk = conn.recv(65536)
-                    if not chunk:
-                        break
-                    got += chunk
-                self.heads.append(got)
-                body = b'{"error": {"message": "the body is too large"}}'
-                conn.sendall(b"HTTP/1.1 413 Payload Too Large\r\nContent-Type: application/json\r\n"
-                             b"Content-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(body), body))
-                conn.shutdown(socket.SHUT_WR)
-                time.sleep(0.2)
-
-    def close(self):
-        self.sock.close()
+    def handle(self, conn):
+        got = b""
+        while b"\r\n\r\n" not in got:
+            chunk = conn.recv(65536)
+            if not chunk:
+                break
+            got += chunk
+        self.heads.append(got)
+        body = b'{"error": {"message": "the body is too large"}}'
+        conn.sendall(b"HTTP/1.1 413 Payload Too Large\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(body), body))
+        conn.shutdown(socket.SHUT_WR)
+        time.sleep(0.2)
 
 
 @pytest.mark.parametrize("size", [10, 300_000])

@@ -62,11 +62,16 @@ def open_in_editor(text: str, suffix: str) -> str:
         os.rmdir(folder)
 
 
-def with_error(text: str, error: FwError) -> str:
+FIX_IT = "fix it below and save"
+REPLACE_IT = "save this text to replace that change"
+
+
+def with_error(text: str, error: FwError, then: str = FIX_IT) -> str:
+    """The text, led by `# fw:` lines: why it was not saved, the hint, and what to do `then`."""
     lines = [f"{MARK}the edit was not saved: {error.message}"]
     if error.hint:
         lines.append(f"{MARK}{error.hint}")
-    lines.append(f"{MARK}fix it below and save, or empty the file to cancel. These lines are ignored.")
+    lines.append(f"{MARK}{then}, or empty the file to cancel. These lines are ignored.")
     return "\n".join(lines) + "\n" + text
 
 
@@ -78,14 +83,6 @@ def without_marks(text: str) -> str:
 
 
 MAX_REFUSED = 20  # refused saves before fw gives up (an editor script that changes the text each time)
-
-
-def with_conflict(text: str, error: FwError) -> str:
-    lines = [f"{MARK}the edit was not saved: {error.message}"]
-    if error.hint:
-        lines.append(f"{MARK}{error.hint}")
-    lines.append(f"{MARK}save this text to replace that change, or empty the file to cancel. These lines are ignored.")
-    return "\n".join(lines) + "\n" + text
 
 
 def edit_loop(original: str, suffix: str, save: Callable[[str, str], Any], current: Callable[[], str]) -> Any | None:
@@ -104,7 +101,7 @@ def edit_loop(original: str, suffix: str, save: Callable[[str, str], Any], curre
             refused += 1
             if exc.extra.get("reason") == "changed_meanwhile" and refused < MAX_REFUSED:
                 base = current()
-                shown = with_conflict(edited, exc)  # saved again as it is, it is checked, not given up on
+                shown = with_error(edited, exc, REPLACE_IT)  # saved again as it is, it is checked, not given up on
                 continue
             if exc.code not in ("invalid", "corrupt", "not_found", "conflict"):
                 raise
