@@ -245,6 +245,9 @@ def test_saying_something_to_an_offline_local_bot_notes_that_its_actions_are_ref
     assert r.exit_code == 0 and "bot desk is offline" in r.stderr and "fw bot set desk --online" in r.stderr, r
     refused = call(said["run"]["run_id"], "event_reply", {"text": "yes"}, code=7)
     assert refused["error"]["reason"] == "adapter_offline"
+    fwj("agent", "edit", "a1", "--event", "friend.*")  # the agent no longer handles messages: no run, no note
+    quiet = fw("bot", "local", "say", "desk", "--from", "alice", "--no-run", "anyone?")
+    assert quiet.exit_code == 0 and "offline" not in quiet.stderr, quiet
 
 
 def test_a_dry_run_of_going_offline_says_it_would_and_changes_nothing(home):

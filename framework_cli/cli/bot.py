@@ -277,7 +277,7 @@ def say(
     quiet = quiet and not json_wanted(as_json)
     doc = local_say(home_of(ctx), bot, from_, text, group, run=not no_run, on_event=None if json_wanted(as_json) or quiet else run_progress,
                     gateway=run_gateway)
-    if doc.get("offline"):  # a note, not the result: on standard error
+    if doc.get("offline") and doc.get("handled"):  # a note, not the result, on standard error: a run met the offline platform
         write_out(f"Note: bot {bot} is offline, so its run's platform actions (event_reply among them) are refused; "
                   f"bring it back with `fw bot set {bot} --online`.", err=True)
     if quiet:
