@@ -296,3 +296,21 @@ def test_yes_and_no_are_text_for_every_reader(home):
     assert fwj("resource", "read", "harness", "h1")["data"]["capabilities"] == {"tool_calling": True}
     assert fwj("resource", "write", "harness", "h1", "--data", '{"command": "x"}')["data"]["description"] == "no"
     assert fwj("home", "check")["ok"] is True
+
+
+def test_category_folders_made_and_removed_by_hand_are_seen_at_once(home, base):
+    """fw keeps each kind folder's listing of categories while the folder is unchanged: a
+    category made or removed by hand changes the folder, and the next command sees it."""
+    past = os.stat(home / "agents").st_mtime - 60
+    os.utime(home / "agents", (past, past))  # settled: its listing is kept (in this process, for later commands)
+    assert fwj("category", "list", "agent")["categories"] == ["default"]
+    (home / "agents/ops").mkdir()
+    (home / "agents/ops/a9.yaml").write_text("model: m0\n")
+    assert fwj("category", "list", "agent")["categories"] == ["default", "ops"]
+    assert fwj("resource", "read", "agent", "a9")["category"] == "ops"
+    os.utime(home / "agents", (past, past))  # settled again, as an old home is
+    assert fwj("category", "list", "agent")["categories"] == ["default", "ops"]
+    (home / "agents/ops/a9.yaml").unlink()
+    (home / "agents/ops").rmdir()
+    assert fwj("category", "list", "agent")["categories"] == ["default"]
+    assert fwj("resource", "read", "agent", "a9", code=3)["error"]["code"] == "not_found"

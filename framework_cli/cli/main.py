@@ -113,6 +113,9 @@ class FwGroup(TyperGroup):
         set_root_json(False)
         set_json_lines(False)
         secrets.forget_all()  # what is redacted comes from this invocation's home, not an earlier one
+        location = sys.modules.get("framework_cli.state.location")
+        if location is not None:  # loaded by an earlier command in this process: where the state lives is read afresh
+            location.forget_state_urls()
         supervisor = sys.modules.get("framework_cli.runtime.supervisor")
         if supervisor is not None:
             supervisor.reopen()  # an earlier command in this process was interrupted: this one may run programs

@@ -57,6 +57,7 @@ async def arun_agent(
     conversation: str | None = None,
     run_sync: Any = None,
     on_started: Callable[[str], None] | None = None,
+    on_ended: Callable[[dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
     """Run an agent on one message: `{"run_id", "status", "answer", "rounds", "finish_reason",
     "tool_calls"}`. `context` is recorded with the run (the session it is tied to, the event it
@@ -71,7 +72,9 @@ async def arun_agent(
     it) goes to `run_sync` (the engine's threads); waiting for the model holds no thread.
     `on_started(run_id)` is called on that thread as soon as the run is recorded, in the same
     step as its start (an engine keeps the run's id with its work there; what it raises is
-    ignored)."""
+    ignored). `on_ended(result)` is called on the thread that ends a run whose runner returned,
+    once it is ended, in the same step (an engine posts a turn's answer there; what it raises
+    comes through)."""
     run_sync = run_sync or asyncio.to_thread
     if not isinstance(message, str) or not message.strip():
         raise FwError("invalid", "a message needs some text", "e.g. fw agent run AGENT --message 'what is in this home?'")
@@ -119,6 +122,7 @@ async def arun_agent(
     token = record.pop("gateway_token", "")  # shown to no one: only an external runner gets it
     run_id = record["run_id"]
     outcome = runner_outcome("interrupted")  # unless it returns or fails: Ctrl-C, a stop, a cancelled task
+    then: Callable[[], None] | None = None  # on_ended, once the runner has returned
     try:
         earlier = await run_sync(last_conversation, home, record["agent"]) if conversation == "continue" else None
         if earlier is not None:
@@ -137,6 +141,8 @@ async def arun_agent(
         if conversation is not None:
             await run_sync(conversation_keep, home, record["agent"], earlier["id"] if earlier else None, run_id, said)
         outcome = runner_outcome(doc.get("status") or "completed")
+        if on_ended is not None:
+            then = lambda: on_ended(doc)  # noqa: E731
         return doc
     except FwError as exc:
         exc.extra.setdefault("run_id", run_id)
@@ -148,7 +154,7 @@ async def arun_agent(
     finally:
         # stopping its MCP servers or plugins may take seconds: on the threads for long work
         closer = long_work(run_sync) if sources.holds_processes else run_sync
-        await closer(_close_and_end, home, sources, run_id, outcome)
+        await closer(_close_and_end, home, sources, run_id, outcome, then)
 
 
 Parts = tuple[ChatClient, str, list[dict[str, Any]]]
@@ -222,11 +228,14 @@ def _loop_parts(home: Home, record: dict[str, Any], client: ChatClient) -> Parts
     return client, system_prompt(home, record), list_tools(home, caller, fresh=True)["tools"]
 
 
-def _close_and_end(home: Home, sources: Any, run_id: str, outcome: dict[str, Any] | None = None) -> None:
+def _close_and_end(home: Home, sources: Any, run_id: str, outcome: dict[str, Any] | None = None,
+                   then: Callable[[], None] | None = None) -> None:
     try:
         sources.close()
     finally:
         _end(home, run_id, outcome)
+    if then is not None:
+        then()
 
 
 def _progress_watch(name: str, on_event: OnEvent | None) -> CallWatch | None:

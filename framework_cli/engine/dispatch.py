@@ -83,7 +83,7 @@ class PrincipalWork:
         """The oldest pending turn or task of each principal whose lane is free (oldest first),
         up to `limit`, each marked running and its lane taken, in one short transaction. Looks
         first without the write lock: most looks find nothing."""
-        if not self._candidates(store, limit):
+        if not self._candidates(store, 1):
             return []
         claimed: list[Item] = []
         with store.transaction():
@@ -108,12 +108,8 @@ class PrincipalWork:
                      "UNION SELECT principal FROM tasks WHERE status = 'running')")
         oldest: dict[str, dict[str, Any]] = {}
         for kind, table in TABLES.items():
-            firsts = store.all(f"SELECT w.principal, MIN(w.id) AS id FROM {table} w WHERE w.status = ? AND {free_lane} "
-                               "GROUP BY w.principal ORDER BY MIN(w.id) LIMIT ?", (PENDING, limit))
-            for first in firsts:
-                row = store.one(f"SELECT * FROM {table} WHERE id = ?", (first["id"],))
-                if row is None:
-                    continue
+            for row in store.all(f"SELECT * FROM {table} WHERE id IN (SELECT MIN(w.id) FROM {table} w WHERE w.status = ? AND {free_lane} "
+                                 "GROUP BY w.principal ORDER BY MIN(w.id) LIMIT ?)", (PENDING, limit)):
                 row["kind"] = kind
                 seen = oldest.get(row["principal"])
                 if seen is None or (row["created_at"], row["kind"]) < (seen["created_at"], seen["kind"]):
@@ -132,15 +128,21 @@ class PrincipalWork:
             message, history = item.row["instructions"], None
             context = {"task": item.id, "hop": item.row.get("hop", 0), **({"session": item.row["session"]} if item.row["session"] else {})}
             record_run = tasks.task_started
-        doc = await self._run(engine, item, home, message, context, history, claim, record_run)
+        answered: list[Outcome] = []  # a turn's answer, posted on the thread that ends its run, as it ends
+
+        def post(doc: dict[str, Any]) -> None:
+            answered.append(self._answer(home, item.row, claim, doc))
+
+        doc = await self._run(engine, item, home, message, context, history, claim, record_run, post if item.kind == "turn" else None)
         if isinstance(doc, Outcome):
             return doc
         if item.kind == "task":
             return Outcome(DONE, doc.get("answer") or "")
-        return await engine.threads(self._answer, home, item.row, claim, doc)
+        return answered[0]
 
     async def _run(self, engine: Engine, item: Item, home: Home, message: str, context: dict[str, Any],
-                   history: list[dict[str, Any]] | None, claim: Claim, record_run: Callable[..., None]) -> dict[str, Any] | Outcome:
+                   history: list[dict[str, Any]] | None, claim: Claim, record_run: Callable[..., None],
+                   on_ended: Callable[[dict[str, Any]], None] | None) -> dict[str, Any] | Outcome:
         """A managed run of the item's principal on `message`: its result document, or the
         outcome when it could not run. The run's id is kept with its work as the run starts, on
         the thread that starts it (before its work is answered or finished: after, the claim
@@ -153,7 +155,7 @@ class PrincipalWork:
         try:
             return await arun_agent(home, message, principal=item.row["principal"], context=context, history=history,
                                     timeout=self.timeout, on_event=note, gateway=self.gateway, run_sync=engine.threads,
-                                    on_started=lambda run_id: record_run(home, claim, run_id))
+                                    on_started=lambda run_id: record_run(home, claim, run_id), on_ended=on_ended)
         except FwError as exc:
             if exc.extra.get("reason") == "binding_disabled":
                 return Outcome(BACKLOG)  # disabled since it was claimed: it waits for the binding again
@@ -189,7 +191,7 @@ class PrincipalWork:
                                   answers=claim)
         except FwError as exc:
             return Outcome(_status_of(exc), f"{exc.code}: the answer was not posted ({exc.message})")
-        return Outcome(DONE, answered=True)
+        return Outcome(DONE, answered=True, recorded=True)  # made done, its lane given back, with its answer
 
     # -- recording --------------------------------------------------------------------------------
     def finish(self, store: StateStore, owner: str, item: Item, outcome: Outcome) -> str:

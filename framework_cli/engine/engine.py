@@ -61,6 +61,7 @@ class Outcome:
     status: str
     note: str | None = None  # the error of failed or cancelled work
     answered: bool = False  # a turn's answer was posted
+    recorded: bool = False  # the outcome is in the store already (with the answer): `finish` is not asked
     record: dict[str, Any] = field(default_factory=dict)  # what the engine's events say of it
 
 
@@ -197,7 +198,10 @@ class Engine:
                 outcome = Outcome("failed", f"{exc.code}: {exc.message}")
             except Exception as exc:  # a bug fails this work only, never the engine
                 outcome = Outcome("failed", f"internal: unexpected error: {type(exc).__name__}")
-            status = await self.threads(self._with_store, source.finish, self.owner, item, outcome)
+            if outcome.recorded:
+                status = outcome.status
+            else:
+                status = await self.threads(self._with_store, source.finish, self.owner, item, outcome)
             self.emit({"type": "ended", "kind": item.kind, "id": item.id, **_where(item), "status": status,
                        **({"error": outcome.note} if outcome.note and status != "done" else {}),
                        **({"answered": True} if outcome.answered else {}), **outcome.record})

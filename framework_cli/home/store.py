@@ -13,6 +13,7 @@ from __future__ import annotations
 import errno
 import os
 import shlex
+import time
 import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -21,7 +22,7 @@ from typing import Any
 
 from ..errors import FwError
 from .files import LOCK_FILE, NOT_TEXT, is_temp_file, temp_file
-from .index import HomeIndex
+from .index import RACY_NS, HomeIndex
 from .kinds import DEFAULT_CATEGORY, KindSpec
 
 RECORD_LOCKS_DIR = ".locks"  # the locks of records written without the home's lock (runs)
@@ -328,18 +329,29 @@ class Home(HomeIndex):
 
     # -- layout --------------------------------------------------------------------------
     def categories(self, spec: KindSpec) -> list[str]:
+        """The category folders of a kind, `default` first. Listed again only when the kind's
+        folder changed (its stamp: a folder made, removed or renamed in it changes its mtime,
+        and its link count with each folder in it), or changed too recently to tell (the
+        index's racy rule): a run's start reads four kinds."""
+        folder = f"{self._root}/{spec.folder}"
         try:
-            names = [
-                e.name
-                for e in os.scandir(self.root / spec.folder)
-                if e.is_dir() and not e.name.startswith(".")
-            ]
+            st = os.stat(folder)
         except FileNotFoundError:
+            return []
+        stamp = (st.st_mtime_ns, st.st_ino, st.st_dev, st.st_nlink)
+        known = _CATEGORIES.get(folder)
+        if known is not None and known[0] == stamp:
+            return list(known[1])
+        try:
+            names = [e.name for e in os.scandir(folder) if e.is_dir() and not e.name.startswith(".")]
+        except FileNotFoundError:  # removed meanwhile
             return []
         names.sort()
         if DEFAULT_CATEGORY in names:
             names.remove(DEFAULT_CATEGORY)
             names.insert(0, DEFAULT_CATEGORY)
+        if time.time_ns() - st.st_mtime_ns > RACY_NS:
+            _CATEGORIES[folder] = (stamp, tuple(names))
         return names
 
     def locate(self, spec: KindSpec, name: str) -> list[tuple[str, str]]:
@@ -370,6 +382,10 @@ class Home(HomeIndex):
             # a folder named so is listed too, and read as corrupt
             for name in sorted(e.name[:cut] for e in entries if e.name.endswith(suffix)):
                 yield cat, name, f"{folder}/{name}{suffix}"
+
+
+# The category folders of each kind's folder this process listed, by path: (the folder's stamp, names).
+_CATEGORIES: dict[str, tuple[tuple[int, int, int, int], tuple[str, ...]]] = {}
 
 
 def _why_not_a_home(root: Path) -> str:

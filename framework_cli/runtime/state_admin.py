@@ -29,6 +29,7 @@ from ..state.location import (
     RUNS_DIR,
     URL_FILE,
     check_url,
+    forget_state_urls,
     password_of,
     shown,
     state_url,
@@ -61,6 +62,7 @@ def state_use(home: Home, url: str | None) -> dict[str, Any]:
         with home.locked():
             home.remove(URL_FILE)
             secrets.remove(home, "state", "url")
+        forget_state_urls()
         return {"state": where(home), "next_step": None if not os.environ.get(ENV) else f"unset {ENV}: it overrides state.url"}
     url = check_url(url)
     password = password_of(url)
@@ -77,6 +79,7 @@ def state_use(home: Home, url: str | None) -> dict[str, Any]:
             secrets.save(home, "state", "url", {"password": password})
         else:
             secrets.remove(home, "state", "url")
+    forget_state_urls()
     doc = {"state": {"engine": "postgresql", "location": shown(url), "from": URL_FILE}, "schema_version": version}
     if os.environ.get(ENV, "").strip():
         doc["next_step"] = f"{ENV} is set and wins over state.url: unset it to use what was just stored"

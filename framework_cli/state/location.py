@@ -67,11 +67,33 @@ def shown(url: str) -> str:
     return urlunsplit(parts._replace(netloc=f"{user}:***@{netloc[1]}"))
 
 
+# What each home's state.url said when this process first looked (None: SQLite), by root. A
+# run's start and end open the store half a dozen times; each would read the file again.
+_READ: dict[str, str | None] = {}
+
+
 def state_url(root: Path | str) -> str | None:
-    """The PostgreSQL URL (password included) of the home at `root`, or None for SQLite."""
+    """The PostgreSQL URL (password included) of the home at `root`, or None for SQLite.
+    `FW_STATE` is looked at every time; `state.url` once a process (once a command, for a
+    process that runs several): a serving process keeps the store it started with, and `fw
+    state use` applies to the commands started after it (`forget_state_urls`)."""
     env = os.environ.get(ENV, "").strip()
     if env:
         return check_url(env)
+    key = os.fspath(root)
+    if key in _READ:
+        return _READ[key]
+    url = _read_state_url(root)
+    _READ[key] = url
+    return url
+
+
+def forget_state_urls() -> None:
+    """Read every home's state.url again at its next use (a new command; a store just changed)."""
+    _READ.clear()
+
+
+def _read_state_url(root: Path | str) -> str | None:
     try:
         with open(os.path.join(root, URL_FILE), encoding="utf-8") as handle:
             url = handle.read().strip()
