@@ -71,3 +71,18 @@ def gone_here(process: str) -> bool:
     """Whether a process of this host (`pid:start`, or a bare pid) has gone."""
     pid = int(process.split(":", 1)[0])
     return process_id(pid) != process if ":" in process else process_id(pid) is None
+
+
+def die_with(parent: int) -> bool:
+    """Have this process sent SIGTERM when `parent` (the process that started it, from a thread
+    that lives as long as it does) goes, however it goes (Linux; elsewhere nothing is armed).
+    False when the parent has gone already."""
+    import signal
+
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+    return os.getppid() == parent

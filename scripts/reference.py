@@ -52,7 +52,7 @@ def section() -> str:
             lines += [f"### fw {group}", ""]
         lines += [f"#### `{usage(path, command)}`", "", _one_line(command.help), ""]  # type: ignore[attr-defined]
         for option in command.params:  # type: ignore[attr-defined]
-            if option.param_type_name != "option" or option.name in ("help", "as_json"):
+            if option.param_type_name != "option" or option.name in ("help", "as_json") or getattr(option, "hidden", False):
                 continue
             names = ", ".join(f"`{o}`" for o in option.opts + option.secondary_opts)
             metavar = f" {option.metavar}" if option.metavar else ""

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import functools
+import os
+import sys
 from typing import Annotated, Any, Optional
 
 import typer
 
+from ..errors import FwError
+from ..liveness import die_with
 from ..suggest import plural
 from .common import DURATION_HELP, TIMEOUT_HELP, home_of, parse_duration, run_gateway
 from .output import JsonOpt, emit, json_wanted, write_out
@@ -17,6 +21,9 @@ def command(
     once: Annotated[bool, typer.Option("--once", help="Run until nothing is pending, then exit with a summary.")] = False,
     concurrency: Annotated[int, typer.Option("--concurrency", "--workers", metavar="N", help="Turns and tasks in flight at once, across principals (one at a time per principal); waiting for a model holds no thread. --workers is its old name.")] = 256,
     timeout: Annotated[Optional[str], typer.Option("--timeout", metavar="DURATION", help=f"{TIMEOUT_HELP[:-1]}: {DURATION_HELP}.", show_default=False)] = None,
+    processes: Annotated[Optional[int], typer.Option("--processes", metavar="N", show_default=False, help="Processes that share the work, each with its part of --concurrency, so that more than one core starts and ends runs (a principal's work stays in one of them). Default: one for every 256 of --concurrency, up to the cores fw may use; 1 keeps it in this process.")] = None,
+    part: Annotated[Optional[str], typer.Option("--part", hidden=True)] = None,
+    part_progress: Annotated[bool, typer.Option("--part-progress", hidden=True)] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Run pending turns and tasks. A turn is a managed run of its principal's binding, tied
@@ -25,13 +32,49 @@ def command(
     the run reports one. With --once it exits when nothing is pending (exit 0 whatever the
     outcomes); without it, it keeps serving until Ctrl-C or SIGTERM, which ends the runs in
     progress (exit 130), or, with none in flight, stops with the summary (exit 0)."""
+    from ..engine.agent_run import check_timeout  # lazy: start-up speed
+    from ..engine.dispatch import check_processes, default_processes, shares_of  # lazy: start-up speed
     from ..engine.dispatch import dispatch as run_dispatch  # lazy: start-up speed
+    from ..engine.engine import check_concurrency  # lazy: start-up speed
 
     home = home_of(ctx)
+    seconds = parse_duration(timeout, "--timeout") if timeout is not None else None
+    if part is not None:  # one of the processes of a dispatch run by several: its summary as JSON for the first
+        index, count, parent = _part(part)
+        if not die_with(parent):
+            raise typer.Exit(1)  # the dispatch that started it has gone already
+        progress = functools.partial(_progress, home) if part_progress else None
+        doc = run_dispatch(home, once=once, concurrency=concurrency, on_event=progress, timeout=seconds, gateway=run_gateway,
+                           share=(index, count))
+        emit(doc, True, lambda c: None)
+        return
+    check_concurrency(concurrency)
+    if seconds is not None:
+        check_timeout(seconds)  # before another process is started
+    count = default_processes(concurrency) if processes is None else check_processes(processes, concurrency)
+    shares = shares_of(concurrency, count)
+    helpers = [_helper(home, k, count, shares[k], once, timeout, not json_wanted(as_json)) for k in range(1, count)]
     progress = None if json_wanted(as_json) else functools.partial(_progress, home)
-    doc = run_dispatch(home, once=once, concurrency=concurrency, on_event=progress,
-                       timeout=parse_duration(timeout, "--timeout") if timeout is not None else None, gateway=run_gateway)
+    doc = run_dispatch(home, once=once, concurrency=shares[0], on_event=progress, timeout=seconds, gateway=run_gateway,
+                       share=(0, count) if count > 1 else None, helpers=helpers)
     emit(doc, as_json, lambda c: _render(c, doc))
+
+
+def _helper(home: Any, index: int, count: int, concurrency: int, once: bool, timeout: str | None, progress: bool) -> list[str]:
+    """The command line of one more process of this dispatch."""
+    return [sys.executable, "-m", "framework_cli", "--home", str(home.root), "dispatch", "--json", "--concurrency", str(concurrency),
+            "--part", f"{index}/{count}/{os.getpid()}", *(["--once"] if once else []), *(["--timeout", timeout] if timeout else []),
+            *(["--part-progress"] if progress else [])]
+
+
+def _part(text: str) -> tuple[int, int, int]:
+    try:
+        index, count, parent = (int(x) for x in text.split("/"))
+    except ValueError:
+        raise FwError("usage", "--part is fw dispatch's own: INDEX/COUNT/PID", "leave it out") from None
+    if not 0 < index < count:
+        raise FwError("usage", "--part is fw dispatch's own: INDEX/COUNT/PID", "leave it out")
+    return index, count, parent
 
 
 def _progress(home: Any, event: dict[str, Any]) -> None:

@@ -89,7 +89,7 @@ def check_concurrency(concurrency: Any) -> int:
 
 class Engine:
     def __init__(self, home: Home, sources: list[WorkSource], *, concurrency: int = 256, on_event: OnEvent | None = None,
-                 threads: Threads | None = None, role: str = "dispatch") -> None:
+                 threads: Threads | None = None, role: str = "dispatch", others: Callable[[], int] | None = None) -> None:
         self.root = home.root
         self.sources = sources
         self.concurrency = check_concurrency(concurrency)
@@ -103,6 +103,7 @@ class Engine:
         self._wake: asyncio.Event | None = None
         self._stopping = False
         self._order = itertools.count(1)
+        self.others = others  # how many other processes of the same dispatch still work (their runs may add work here)
 
     def home(self) -> Home:
         return Home(self.root)
@@ -121,11 +122,17 @@ class Engine:
         beat = asyncio.ensure_future(self._heartbeat())
         try:
             await self.threads(self._take_back)
+            others = self.others() if self.others else 0
             while not self._stopping:
                 self._wake.clear()
                 running = bool(self.running)  # before looking: work that ends while we look may add more
                 started = await self._start_what_fits()
-                if once and not started and not running and not self.running:
+                still = self.others() if self.others else 0
+                if still < others:  # one of the others has gone: what it left running is taken back now
+                    others = still
+                    await self.threads(self._take_back)
+                    continue
+                if once and not started and not running and not self.running and not still:
                     break  # nothing more this engine can claim (another may be running the rest)
                 try:
                     await asyncio.wait_for(self._wake.wait(), POLL_SECONDS)
