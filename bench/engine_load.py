@@ -6,12 +6,14 @@ takes seconds to answer.
 
 Dispatch: N principals (500) each with one pending turn in a session of its own, plus one busy
 principal with --busy (20) messages in a row; the model (a scripted server on 127.0.0.1) answers
-each request after --sleep (5) seconds. `fw dispatch --once --concurrency 1000` runs them; printed:
-when the single turns were answered (p50, p99, last, from the start), the busy principal's order and
-whether any two of its runs overlapped, lost or doubled turns, peak memory. The baseline, in the
-same run: `--concurrency 4` over --baseline-principals (40 by default: at 4 at a time and 5 s
-each, 500 would take over ten minutes; give 500 to measure them all). Then the sustained rate:
-2 turns each for N principals, the model answering after 0.1 s (aim: 100 turns/s or more).
+each request after --sleep (5) seconds. `fw dispatch --once --concurrency 1000` runs them (by
+default in two processes on a machine of two cores or more); printed: when the single turns
+were answered (p50, p99, last, from the start), the busy principal's order and whether any two
+of its runs overlapped, lost or doubled turns, peak memory (all its processes together). In the
+same run: the same single turns in one process (`--processes 1`), and the baseline,
+`--concurrency 4` over --baseline-principals (40 by default: at 4 at a time and 5 s each, 500
+would take over ten minutes; give 500 to measure them all). Then the sustained rate: 2 turns
+each for N principals, the model answering after 0.1 s (aim: 100 turns/s or more).
 
 Bot: `fw bot serve` with its defaults, a fake NapCat on the reverse WebSocket; --bot-messages
 (200) group messages mentioning the bot, from as many users in as many groups, sent at once; the
@@ -99,28 +101,67 @@ def dispatch_home(fw: str, home: Path, model_url: str, principals: int, busy: in
             message_post(h, f"s-{name}", "alice", f"@{name} m{n}")
 
 
-def run_dispatch(fw: str, home: Path, concurrency: int) -> tuple[float, float, dict]:
-    """(start time, seconds, summary) and the peak memory in the summary's `peak_mib`; the
-    start on the monotonic clock (the model's requests are stamped on it) in `start_monotonic`."""
+def tree_mib(pid: int) -> tuple[float, int]:
+    """The resident memory of a process and all its descendants (MiB), and how many they are."""
+    parents: dict[int, int] = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat") as stat:
+                    parents[int(name)] = int(stat.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                pass
+    tree, total = {pid}, 0.0
+    for _ in range(4):  # a few levels down
+        tree |= {child for child, parent in parents.items() if parent in tree}
+    for member in tree:
+        try:
+            with open(f"/proc/{member}/status") as status:
+                total += next((int(line.split()[1]) for line in status if line.startswith("VmRSS:")), 0) / 1024
+        except OSError:
+            pass
+    return total, len(tree)
+
+
+def run_dispatch(fw: str, home: Path, concurrency: int, processes: int | None = None) -> tuple[float, float, dict]:
+    """(start time, seconds, summary) and the peak memory of all its processes together in the
+    summary's `peak_mib` (their resident memory summed, every 20 ms), how many processes in
+    `processes`; the start on the monotonic clock (the model's requests are stamped on it) in
+    `start_monotonic`."""
     start, start_monotonic = time.time(), time.monotonic()
-    proc = subprocess.Popen([fw, "--home", str(home), "dispatch", "--once", "--concurrency", str(concurrency), "--json"],
+    extra = ["--processes", str(processes)] if processes is not None else []
+    proc = subprocess.Popen([fw, "--home", str(home), "dispatch", "--once", "--concurrency", str(concurrency), *extra, "--json"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    peak = [0.0, 1]
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.wait(0.02):
+            mib, count = tree_mib(proc.pid)
+            peak[0], peak[1] = max(peak[0], mib), max(peak[1], count)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
     out = proc.stdout.read()  # type: ignore[union-attr]
     proc.stderr.read()  # type: ignore[union-attr]
+    done.set()
+    sampler.join()
     _, status, usage = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)
     seconds = time.time() - start
     summary = json.loads(out)
-    summary["peak_mib"] = usage.ru_maxrss / 1024
+    summary["peak_mib"] = max(peak[0], usage.ru_maxrss / 1024)
+    summary["processes"] = peak[1]
     summary["start_monotonic"] = start_monotonic
     return start, seconds, summary
 
 
-def dispatch_figures(fw: str, tmp: Path, model_url: str, principals: int, busy: int, concurrency: int, model: ChatServer) -> dict:
-    home = tmp / f"dispatch-{concurrency}"
+def dispatch_figures(fw: str, tmp: Path, model_url: str, principals: int, busy: int, concurrency: int, model: ChatServer,
+                     processes: int | None = None) -> dict:
+    home = tmp / f"dispatch-{concurrency}-{processes or 'default'}"
     dispatch_home(fw, home, model_url, principals, busy)
     seen = len(model.requests)
-    start, seconds, summary = run_dispatch(fw, home, concurrency)
+    start, seconds, summary = run_dispatch(fw, home, concurrency, processes)
     turns = rows(home, "SELECT principal, started_at, ended_at, status FROM turns ORDER BY id")
     singles = [stamp(t["ended_at"]) - start for t in turns if t["principal"] != "busy" and t["ended_at"]]
     busy_turns = [t for t in turns if t["principal"] == "busy"]
@@ -135,20 +176,24 @@ def dispatch_figures(fw: str, tmp: Path, model_url: str, principals: int, busy: 
             "last": max(singles), "done": sum(t["status"] == "done" for t in turns), "turns": len(turns), "answers": all_answers,
             "requests": len(model.requests) - seen, "busy_in_order": in_order, "busy_overlaps": overlaps,
             "busy_last": max(e for _, e in spans) - start if spans else 0.0, "peak_mib": summary["peak_mib"],
+            "processes": summary["processes"], "processes_asked": processes,
             "asked_first": min(asked, default=0.0), "asked_p99": pct(asked, 99) if asked else 0.0}
 
 
 def print_dispatch(f: dict, busy: int) -> None:
     lost = f["turns"] - f["done"]
     doubled = f["requests"] - f["turns"]
-    print(f"  --concurrency {f['concurrency']:<5} {f['principals']} single turns + {busy} of one busy principal: {f['seconds']:.1f} s in all")
+    how = f"--processes {f['processes_asked']}" if f["processes_asked"] else f"{f['processes']} process{'es' if f['processes'] > 1 else ''}"
+    also = f" + {busy} of one busy principal" if busy else ""
+    print(f"  --concurrency {f['concurrency']:<5} ({how}) {f['principals']} single turns{also}: {f['seconds']:.1f} s in all")
     print(f"    single turns answered after  p50 {f['p50']:.2f} s   p99 {f['p99']:.2f} s   last {f['last']:.2f} s")
     print(f"    their models asked after     first {f['asked_first']:.2f} s   p99 {f['asked_p99']:.2f} s "
           "(fw's start and its runs' own work before each request)")
-    print(f"    busy principal: {'in order' if f['busy_in_order'] else 'OUT OF ORDER'}, {f['busy_overlaps']} overlapping runs, "
-          f"last answered after {f['busy_last']:.1f} s")
+    if busy:
+        print(f"    busy principal: {'in order' if f['busy_in_order'] else 'OUT OF ORDER'}, {f['busy_overlaps']} overlapping runs, "
+              f"last answered after {f['busy_last']:.1f} s")
     print(f"    turns done {f['done']}/{f['turns']} (lost {lost}), answers posted {f['answers']}, model requests {f['requests']} "
-          f"(doubled {max(0, doubled)}); peak memory {f['peak_mib']:.0f} MiB")
+          f"(doubled {max(0, doubled)}); peak memory {f['peak_mib']:.0f} MiB (all its processes)")
 
 
 def dispatch_bench(fw: str, tmp: Path, args: argparse.Namespace) -> None:
@@ -156,10 +201,12 @@ def dispatch_bench(fw: str, tmp: Path, args: argparse.Namespace) -> None:
     with ChatServer([{"echo": "re: ", "sleep": args.sleep}], repeat_last=True) as model:
         wide = dispatch_figures(fw, tmp, model.base_url, args.principals, args.busy, 1000, model)
         print_dispatch(wide, args.busy)
+        single = dispatch_figures(fw, tmp, model.base_url, args.principals, 0, 1000, model, processes=1)
+        print_dispatch(single, 0)
         narrow = dispatch_figures(fw, tmp, model.base_url, args.baseline_principals, args.busy, 4, model)
         print_dispatch(narrow, args.busy)
-    per_turn = (wide["peak_mib"] - narrow["peak_mib"]) / max(1, min(1000, args.principals + 1) - 4)
-    print(f"    memory per turn in flight: about {per_turn * 1024:.0f} KiB ((peak at 1000 - peak at 4) / extra turns in flight)")
+    per_turn = (single["peak_mib"] - narrow["peak_mib"]) / max(1, min(1000, args.principals) - 4)
+    print(f"    memory per turn in flight: about {per_turn * 1024:.0f} KiB ((peak of one process at 1000 - peak at 4) / extra turns in flight)")
     with ChatServer([{"echo": "re: ", "sleep": 0.1}], repeat_last=True) as quick:
         home = tmp / "rate"
         dispatch_home(fw, home, quick.base_url, args.principals, 0, per_principal=2)

@@ -16,7 +16,7 @@ from fakes.chat_server import ChatServer
 from test_dispatcher_recovery import wait_for
 from test_sessions import post
 
-from framework_cli.engine.dispatch import RUNS_PER_PROCESS, default_processes, shares_of
+from framework_cli.engine.shares import RUNS_PER_PROCESS, default_processes, shares_of
 from framework_cli.home.store import Home
 from framework_cli.state.store import StateStore
 
@@ -155,6 +155,11 @@ def test_a_bad_number_of_processes_is_refused_and_changes_nothing(home):
         assert "--processes" in doc["error"]["hint"]
     assert fwj("dispatch", "--once", "--part", "1/1/1", code=2)["error"]["code"] == "usage"
     assert snapshot(home) == before
+    proc = dispatch(home, "--once", "--processes", "2", "--concurrency", "600", "--timeout", "2h", "--json")
+    out, _ = proc.communicate(timeout=60)  # the other was started, and stopped
+    error = json.loads(out)["error"]
+    assert proc.returncode == 4 and error["code"] == "invalid" and "3600" in error["message"]
+    assert processes_with(f"--part 1/2/{proc.pid}") == [] and snapshot(home) == before
 
 
 def test_by_default_one_process_for_every_256_in_flight_up_to_the_cores():

@@ -32,30 +32,32 @@ def command(
     the run reports one. With --once it exits when nothing is pending (exit 0 whatever the
     outcomes); without it, it keeps serving until Ctrl-C or SIGTERM, which ends the runs in
     progress (exit 130), or, with none in flight, stops with the summary (exit 0)."""
-    from ..engine.agent_run import check_timeout  # lazy: start-up speed
-    from ..engine.dispatch import check_processes, default_processes, shares_of  # lazy: start-up speed
-    from ..engine.dispatch import dispatch as run_dispatch  # lazy: start-up speed
-    from ..engine.engine import check_concurrency  # lazy: start-up speed
+    from ..engine import shares  # lazy: start-up speed
 
     home = home_of(ctx)
     seconds = parse_duration(timeout, "--timeout") if timeout is not None else None
     if part is not None:  # one of the processes of a dispatch run by several: its summary as JSON for the first
+        from ..engine.dispatch import dispatch as run_part  # lazy: start-up speed
+
         index, count, parent = _part(part)
         if not die_with(parent):
             raise typer.Exit(1)  # the dispatch that started it has gone already
         progress = functools.partial(_progress, home) if part_progress else None
-        doc = run_dispatch(home, once=once, concurrency=concurrency, on_event=progress, timeout=seconds, gateway=run_gateway,
-                           share=(index, count))
+        doc = run_part(home, once=once, concurrency=concurrency, on_event=progress, timeout=seconds, gateway=run_gateway,
+                       share=(index, count))
         emit(doc, True, lambda c: None)
         return
-    check_concurrency(concurrency)
-    if seconds is not None:
-        check_timeout(seconds)  # before another process is started
-    count = default_processes(concurrency) if processes is None else check_processes(processes, concurrency)
-    shares = shares_of(concurrency, count)
-    helpers = [_helper(home, k, count, shares[k], once, timeout, not json_wanted(as_json)) for k in range(1, count)]
+    shares.check_concurrency(concurrency)  # the whole dispatch's: each process checks its part again
+    count = shares.default_processes(concurrency) if processes is None else shares.check_processes(processes, concurrency)
+    parts = shares.shares_of(concurrency, count)
+    # the others are started first, to load what this one is about to load meanwhile; a bound
+    # refused by the first (its concurrency, its timeout) stops them, before they have claimed anything
+    helpers = shares.Helpers([_helper(home, k, count, parts[k], once, timeout, not json_wanted(as_json)) for k in range(1, count)],
+                             sum(parts[1:])) if count > 1 else None
+    from ..engine.dispatch import dispatch as run_dispatch  # lazy: start-up speed
+
     progress = None if json_wanted(as_json) else functools.partial(_progress, home)
-    doc = run_dispatch(home, once=once, concurrency=shares[0], on_event=progress, timeout=seconds, gateway=run_gateway,
+    doc = run_dispatch(home, once=once, concurrency=parts[0], on_event=progress, timeout=seconds, gateway=run_gateway,
                        share=(0, count) if count > 1 else None, helpers=helpers)
     emit(doc, as_json, lambda c: _render(c, doc))
 

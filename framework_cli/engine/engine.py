@@ -35,11 +35,11 @@ from ..liveness import HOST, gone_here, me
 from ..runtime import lanes, tasks, work
 from ..state.store import StateStore, now_iso
 from .aio import Threads, first_come
+from .shares import check_concurrency
 
 POLL_SECONDS = 0.25  # how often the store is looked in for work other processes added
 HEARTBEAT_SECONDS = 5.0  # how often the owner row and the lanes' leases are renewed, and dead owners looked for
 STALE_SECONDS = 30.0  # an owner whose heartbeat is older than this is dead: its work is taken back
-MAX_CONCURRENCY = 100_000
 
 OnEvent = Callable[[dict[str, Any]], None]
 
@@ -78,13 +78,6 @@ class WorkSource(Protocol):
     # whether the stop cancelled the work: False when it had finished meanwhile, or was put back
 
     def take_back(self, home: Home, store: StateStore, owner: str, live: Container[str]) -> int: ...
-
-
-def check_concurrency(concurrency: Any) -> int:
-    if isinstance(concurrency, bool) or not isinstance(concurrency, int) or not 1 <= concurrency <= MAX_CONCURRENCY:
-        raise FwError("invalid", f"--concurrency is a whole number from 1 to {MAX_CONCURRENCY}", "e.g. --concurrency 256",
-                      field="concurrency")
-    return concurrency
 
 
 class Engine:
