@@ -8,6 +8,7 @@ import json
 import os
 import signal
 import subprocess
+import time
 import zlib
 
 import pytest
@@ -143,7 +144,53 @@ def test_a_process_that_dies_leaves_its_share_to_the_first(home):
         answers = [m for m in fwj("message", "list", f"s-{name}")["messages"] if m["author"] == name]
         assert [m["text"] for m in answers] == [f"re: alice: @{name} hello"]  # each answered once
     assert json.loads(out)["turns"]["answered"] == len(NAMES)  # the dead one printed nothing: the first ran them all
+    assert "fw dispatch: process 2 of 2 of this dispatch ended with exit code -9" in err  # and it says so
     assert rows(home, "SELECT * FROM dispatchers") == []
+
+
+def test_a_process_starts_its_own_work_while_the_oldest_is_the_others(home):
+    """The oldest work all in the other process's share, that one busy: this one's own is
+    started at once all the same, not after the other's."""
+    theirs = [n for n in (f"q{i}" for i in range(40)) if share_of(n) == 1][:4]
+    mine = [n for n in (f"q{i}" for i in range(40)) if share_of(n) == 0][:4]
+    with ChatServer([{"echo": "re: ", "sleep": 0.5}], repeat_last=True) as server:
+        setup_home(server.base_url, names=theirs + mine)  # the other share's messages posted first
+        proc = dispatch(home, "--once", "--processes", "2", "--concurrency", "2", "--json")
+        out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    turns = rows(home, "SELECT principal, started_at, ended_at FROM turns")
+    first_of_mine = min(t["started_at"] for t in turns if t["principal"] in mine)
+    first_of_theirs_ended = min(t["ended_at"] for t in turns if t["principal"] in theirs)
+    assert first_of_mine < first_of_theirs_ended  # the two shares ran side by side from the start
+    assert json.loads(out)["turns"]["answered"] == 8
+
+
+def test_ctrl_c_as_it_starts_stops_every_process_without_a_traceback(home):
+    with ChatServer([{"content": "late", "sleep": 60}], repeat_last=True) as server:
+        setup_home(server.base_url)
+        for delay in (0.15, 0.4, 1.5):
+            proc = dispatch(home, "--processes", "2", start_new_session=True)
+            time.sleep(delay)
+            os.killpg(proc.pid, signal.SIGINT)  # as a terminal's Ctrl-C: to the whole foreground group
+            out, err = proc.communicate(timeout=60)
+            assert "Traceback" not in err and "Traceback" not in out, (delay, err)
+            assert proc.returncode in (0, 130), (delay, proc.returncode, err)
+            assert wait_until_gone(f"--part 1/2/{proc.pid}") == []
+    assert all(r["status"] == "ended" for r in fwj("run", "list")["runs"])
+
+
+def test_the_other_processes_never_run_a_framework_cli_folder_of_the_current_one(home, tmp_path):
+    planted = tmp_path / "here" / "framework_cli"
+    planted.mkdir(parents=True)
+    (planted / "__init__.py").write_text("")
+    (planted / "__main__.py").write_text(f"open({str(tmp_path / 'ran')!r}, 'w').write('ran')\n")
+    with ChatServer([{"echo": "re: ", "sleep": 0.2}], repeat_last=True) as server:
+        setup_home(server.base_url)
+        proc = dispatch(home, "--once", "--processes", "2", "--json", cwd=str(tmp_path / "here"))
+        out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    assert not (tmp_path / "ran").exists()
+    assert json.loads(out)["turns"]["answered"] == len(NAMES) and "ended with exit code" not in err
 
 
 def test_a_bad_number_of_processes_is_refused_and_changes_nothing(home):
@@ -154,6 +201,9 @@ def test_a_bad_number_of_processes_is_refused_and_changes_nothing(home):
         assert doc["error"]["code"] == "invalid" and doc["error"]["field"] == "processes", args
         assert "--processes" in doc["error"]["hint"]
     assert fwj("dispatch", "--once", "--part", "1/1/1", code=2)["error"]["code"] == "usage"
+    by_hand = fwj("dispatch", "--once", "--part", "1/2/1", code=2)["error"]  # not started by process 1
+    assert "did not start this one" in by_hand["message"] and "leave --part out" in by_hand["hint"]
+    assert fwj("dispatch", "--once", "--part-progress", code=2)["error"]["code"] == "usage"
     assert snapshot(home) == before
     proc = dispatch(home, "--once", "--processes", "2", "--concurrency", "600", "--timeout", "2h", "--json")
     out, _ = proc.communicate(timeout=60)  # the other was started, and stopped

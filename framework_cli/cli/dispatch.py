@@ -41,12 +41,15 @@ def command(
 
         index, count, parent = _part(part)
         if not die_with(parent):
-            raise typer.Exit(1)  # the dispatch that started it has gone already
-        progress = functools.partial(_progress, home) if part_progress else None
+            raise FwError("usage", f"--part names process {parent}, which did not start this one (or has gone)",
+                          "leave --part out: fw dispatch starts the processes it shares its work with (--processes)")
+        progress = functools.partial(_progress, home, not part_progress)
         doc = run_part(home, once=once, concurrency=concurrency, on_event=progress, timeout=seconds, gateway=run_gateway,
                        share=(index, count))
         emit(doc, True, lambda c: None)
         return
+    if part_progress:
+        raise FwError("usage", "--part-progress goes with --part, fw dispatch's own", "leave it out")
     shares.check_concurrency(concurrency)  # the whole dispatch's: each process checks its part again
     count = shares.default_processes(concurrency) if processes is None else shares.check_processes(processes, concurrency)
     parts = shares.shares_of(concurrency, count)
@@ -54,17 +57,28 @@ def command(
     # refused by the first (its concurrency, its timeout) stops them, before they have claimed anything
     helpers = shares.Helpers([_helper(home, k, count, parts[k], once, timeout, not json_wanted(as_json)) for k in range(1, count)],
                              sum(parts[1:])) if count > 1 else None
-    from ..engine.dispatch import dispatch as run_dispatch  # lazy: start-up speed
+    try:
+        from ..engine.dispatch import dispatch as run_dispatch  # lazy: start-up speed
 
-    progress = None if json_wanted(as_json) else functools.partial(_progress, home)
-    doc = run_dispatch(home, once=once, concurrency=parts[0], on_event=progress, timeout=seconds, gateway=run_gateway,
-                       share=(0, count) if count > 1 else None, helpers=helpers)
+        progress = functools.partial(_progress, home, json_wanted(as_json))
+        doc = run_dispatch(home, once=once, concurrency=parts[0], on_event=progress, timeout=seconds, gateway=run_gateway,
+                           share=(0, count) if count > 1 else None, helpers=helpers)
+    except BaseException:
+        if helpers is not None:  # stopped here before the dispatch had them in hand (it stops them itself after)
+            helpers.stop()
+            helpers.finish(shares.HELPER_STOP_SECONDS)
+        raise
     emit(doc, as_json, lambda c: _render(c, doc))
+
+
+# How the other processes of a dispatch start fw: the interpreter's first path (the current folder)
+# dropped, so that a folder named framework_cli where the command runs is never what they run.
+HELPER_CODE = "import sys; del sys.path[0]; from framework_cli.cli.main import main; main()"
 
 
 def _helper(home: Any, index: int, count: int, concurrency: int, once: bool, timeout: str | None, progress: bool) -> list[str]:
     """The command line of one more process of this dispatch."""
-    return [sys.executable, "-m", "framework_cli", "--home", str(home.root), "dispatch", "--json", "--concurrency", str(concurrency),
+    return [sys.executable, "-c", HELPER_CODE, "--home", str(home.root), "dispatch", "--json", "--concurrency", str(concurrency),
             "--part", f"{index}/{count}/{os.getpid()}", *(["--once"] if once else []), *(["--timeout", timeout] if timeout else []),
             *(["--part-progress"] if progress else [])]
 
@@ -79,7 +93,12 @@ def _part(text: str) -> tuple[int, int, int]:
     return index, count, parent
 
 
-def _progress(home: Any, event: dict[str, Any]) -> None:
+def _progress(home: Any, quiet: bool, event: dict[str, Any]) -> None:
+    """A dispatch's events on standard error: its notes always, its progress unless `quiet`."""
+    if event["type"] == "note":
+        write_out(f"fw dispatch: {event['text']}", err=True)
+    if quiet:
+        return
     if event["type"] == "serving":  # said once the bounds were checked
         write_out(f"fw dispatch: serving {home.root}, up to {plural(event['concurrency'], 'turn or task', 'turns or tasks')} "
                   "at once; Ctrl-C stops.", err=True)

@@ -99,7 +99,7 @@ class PrincipalWork:
             return []
         claimed: list[Item] = []
         with store.transaction():
-            for row in self._mine(store, limit):
+            for row in self._mine(store, limit):  # lanes taken in the order of the oldest work
                 lane = lanes.principal_lane(row["principal"])
                 fence = lanes.take(store, lane, owner)
                 if fence is None:
@@ -113,13 +113,14 @@ class PrincipalWork:
         return claimed
 
     def _mine(self, store: StateStore, limit: int) -> list[dict[str, Any]]:
-        """The candidates of this process's share, up to `limit`."""
+        """The candidates of this process's share, up to `limit`: looked for among all of
+        them (the oldest may all be another process's, busier, while this one's wait)."""
         if self.share is None:
             return self._candidates(store, limit)
         share = self.share
-        return [r for r in self._candidates(store, limit * share.count) if share.mine(r["principal"])][:limit]
+        return [r for r in self._candidates(store, None) if share.mine(r["principal"])][:limit]
 
-    def _candidates(self, store: StateStore, limit: int) -> list[dict[str, Any]]:
+    def _candidates(self, store: StateStore, limit: int | None) -> list[dict[str, Any]]:
         """For each principal whose lane nobody holds, its oldest pending turn or task."""
         # a free lane, and (for work left running by an owner that took no lane) no running work either
         free_lane = ("NOT EXISTS (SELECT 1 FROM lanes l WHERE l.lane = 'principal:' || w.principal AND l.owner IS NOT NULL) "
@@ -127,13 +128,14 @@ class PrincipalWork:
                      "UNION SELECT principal FROM tasks WHERE status = 'running')")
         oldest: dict[str, dict[str, Any]] = {}
         for kind, table in TABLES.items():
+            at_most, params = (" LIMIT ?", (PENDING, limit)) if limit is not None else ("", (PENDING,))
             for row in store.all(f"SELECT * FROM {table} WHERE id IN (SELECT MIN(w.id) FROM {table} w WHERE w.status = ? AND {free_lane} "
-                                 "GROUP BY w.principal ORDER BY MIN(w.id) LIMIT ?)", (PENDING, limit)):
+                                 f"GROUP BY w.principal ORDER BY MIN(w.id){at_most})", params):
                 row["kind"] = kind
                 seen = oldest.get(row["principal"])
                 if seen is None or (row["created_at"], row["kind"]) < (seen["created_at"], seen["kind"]):
                     oldest[row["principal"]] = row
-        return sorted(oldest.values(), key=lambda r: (r["created_at"], r["kind"], r["id"]))[:limit]
+        return sorted(oldest.values(), key=lambda r: (r["created_at"], r["kind"], r["id"]))[:limit]  # [:None]: all
 
     # -- running ------------------------------------------------------------------------------------
     async def run(self, item: Item, engine: Engine) -> Outcome:
@@ -329,7 +331,7 @@ def dispatch(home: Home, *, once: bool = False, concurrency: int = DEFAULT_CONCU
             others.finish(HELPER_STOP_SECONDS)
         raise
     emit = on_event or (lambda event: None)
-    if not once:
+    if not once and (share is None or share[0] == 0):  # the first process speaks for the whole dispatch
         emit({"type": "serving", "concurrency": concurrency + (others.concurrency if others else 0)})
 
     def note(event: dict[str, Any]) -> None:
@@ -357,6 +359,9 @@ def dispatch(home: Home, *, once: bool = False, concurrency: int = DEFAULT_CONCU
     for result in results:
         if result is not None:
             summary.add(result)
+    if others is not None:
+        for note in others.notes():  # one that failed or was stopped on its own: its share was run here
+            emit({"type": "note", "text": note})
     interrupted_helpers = others is not None and any(proc.returncode == 130 for proc in others.procs)
     if signalled and ((engine is not None and (engine.ended_runs or engine.stopped_starting)) or interrupted_helpers):
         # runs were ended, or stopped while they started (waiting for an MCP server, say), their

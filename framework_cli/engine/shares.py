@@ -9,6 +9,7 @@ import json
 import os
 import signal
 import subprocess
+import time
 import zlib
 from collections.abc import Callable
 from typing import Any
@@ -18,7 +19,8 @@ from ..errors import FwError
 MAX_CONCURRENCY = 100_000
 RUNS_PER_PROCESS = 256  # by default, one process for every so many turns and tasks in flight (up to the cores)
 MAX_PROCESSES = 64
-HELPER_STOP_SECONDS = 30.0  # for a dispatcher process told to stop to end its runs, before it is killed
+HELPER_STOP_SECONDS = 30.0  # for the dispatcher processes told to stop to end their runs, before they are killed
+KILLED_SECONDS = 5.0  # for a killed one's output to close
 
 
 def check_concurrency(concurrency: Any) -> int:
@@ -32,11 +34,23 @@ def default_processes(concurrency: int) -> int:
     """How many processes share a dispatch's work by default: one for every RUNS_PER_PROCESS
     turns and tasks in flight, up to the cores this process may use (one event loop keeps a
     few hundred runs going; past that, starting and ending them wants more than one core)."""
+    return max(1, min(usable_cores(), concurrency // RUNS_PER_PROCESS, MAX_PROCESSES))
+
+
+def usable_cores() -> int:
+    """The cores this process may run on, and no more than its control group's CPU quota."""
     try:
         cores = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         cores = os.cpu_count() or 1
-    return max(1, min(cores, concurrency // RUNS_PER_PROCESS, MAX_PROCESSES))
+    try:
+        with open("/sys/fs/cgroup/cpu.max", encoding="ascii") as limit:  # cgroup v2: "QUOTA PERIOD" or "max PERIOD"
+            quota, period = limit.read().split()[:2]
+        if quota != "max":
+            cores = min(cores, max(1, -(-int(quota) // int(period))))
+    except (OSError, ValueError):
+        pass
+    return cores
 
 
 def check_processes(processes: Any, concurrency: int) -> int:
@@ -59,14 +73,20 @@ class Helpers:
     def __init__(self, argvs: list[list[str]], concurrency: int = 0) -> None:
         self.procs: list[subprocess.Popen[bytes]] = []
         self.concurrency = concurrency  # theirs, together
+        self._results: list[dict[str, Any] | None] | None = None
+        self._errors: dict[int, str] = {}
+        self._gone_before_stop: set[int] | None = None  # those that had exited when they were told to stop
         try:
             for argv in argvs:
-                self.procs.append(subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE))
-        except OSError as exc:
+                # a session of their own: Ctrl-C reaches only this process, which stops them
+                self.procs.append(subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, start_new_session=True))
+        except BaseException as exc:
             self.stop()
             self.finish(HELPER_STOP_SECONDS)
-            raise FwError("unavailable", f"a dispatcher process could not be started: {exc.strerror}",
-                          "run it in one process: --processes 1") from None
+            if isinstance(exc, OSError):
+                raise FwError("unavailable", f"a dispatcher process could not be started: {exc.strerror}",
+                              "run it in one process: --processes 1") from None
+            raise
 
     def ended(self) -> list[int]:
         """The shares of the processes that have exited (the first helper has share 1)."""
@@ -76,6 +96,8 @@ class Helpers:
         return sum(proc.poll() is None for proc in self.procs)
 
     def stop(self) -> None:
+        if self._gone_before_stop is None:
+            self._gone_before_stop = {k for k, proc in enumerate(self.procs) if proc.poll() is not None}
         for proc in self.procs:
             if proc.poll() is None:
                 try:
@@ -84,21 +106,40 @@ class Helpers:
                     pass
 
     def finish(self, bound: float | None) -> list[dict[str, Any] | None]:
-        """Wait for each (up to `bound` seconds, then it is killed): its summary, or None when
-        it did not end with one (interrupted, failed, killed)."""
+        """Wait for them all (up to `bound` seconds in all, then those left are killed): each
+        one's summary, or None when it did not end with one (interrupted, failed, killed).
+        Asked again, the same answer."""
+        if self._results is not None:
+            return self._results
+        deadline = None if bound is None else time.monotonic() + bound
         results: list[dict[str, Any] | None] = []
-        for proc in self.procs:
+        for k, proc in enumerate(self.procs, start=1):
             try:
-                out, _ = proc.communicate(timeout=bound)
+                out, _ = proc.communicate(timeout=None if deadline is None else max(0.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 proc.kill()
-                out, _ = proc.communicate()
+                try:
+                    out, _ = proc.communicate(timeout=KILLED_SECONDS)
+                except subprocess.TimeoutExpired:  # its pipe held by something it left: not waited for longer
+                    out = b""
             try:
-                doc = json.loads(out) if proc.returncode == 0 else None
+                doc = json.loads(out or b"null")
             except ValueError:
                 doc = None
-            results.append(doc if isinstance(doc, dict) and isinstance(doc.get("turns"), dict) else None)
+            summary = doc if proc.returncode == 0 and isinstance(doc, dict) and isinstance(doc.get("turns"), dict) else None
+            results.append(summary)
+            if summary is None:
+                error = doc.get("error") if isinstance(doc, dict) and isinstance(doc.get("error"), dict) else {}
+                why = f": {error.get('code')}: {error.get('message')}" if error else ""
+                self._errors[k - 1] = (f"process {k + 1} of {len(self.procs) + 1} of this dispatch ended with exit code "
+                                       f"{proc.returncode}{why}; the work of its share left was run by the first")
+        self._results = results
         return results
+
+    def notes(self) -> list[str]:
+        """What to tell of those that ended without a summary before anyone told them to stop."""
+        gone = self._gone_before_stop
+        return [text for k, text in sorted(self._errors.items()) if gone is None or k in gone]
 
 
 class Share:
