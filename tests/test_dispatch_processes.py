@@ -103,6 +103,24 @@ def test_stopped_every_process_ends_its_runs_and_puts_nothing_off(home):
     assert rows(home, "SELECT * FROM dispatchers") == []
 
 
+def test_stopped_with_nothing_in_flight_every_process_ends_with_its_summary(home):
+    """Told to stop once each, the others end with their summaries, and the dispatch exits 0
+    (a second SIGTERM would have interrupted one as it printed its summary: exit 130)."""
+    fwj("session", "list")
+    for _ in range(2):
+        proc = dispatch(home, "--processes", "2", "--json")
+        try:
+            assert wait_for(lambda: len(rows(home, "SELECT id FROM dispatchers")) == 2), "the processes never served"
+            time.sleep(0.5)
+            proc.send_signal(signal.SIGTERM)
+            out, err = proc.communicate(timeout=60)
+        finally:
+            proc.kill()
+        assert proc.returncode == 0, err
+        assert json.loads(out)["turns"]["run"] == 0 and "ended with exit code" not in err
+        assert wait_until_gone(f"--part 1/2/{proc.pid}") == []
+
+
 def test_killed_the_first_process_takes_the_others_with_it(home, monkeypatch):
     script = [{"content": "late", "sleep": 60}] * len(NAMES) + [{"echo": "re: "}]
     with ChatServer(script, repeat_last=True) as server:

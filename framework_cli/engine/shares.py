@@ -96,8 +96,11 @@ class Helpers:
         return sum(proc.poll() is None for proc in self.procs)
 
     def stop(self) -> None:
-        if self._gone_before_stop is None:
-            self._gone_before_stop = {k for k, proc in enumerate(self.procs) if proc.poll() is not None}
+        """Tell each to stop, once: a second SIGTERM, come after its stop had ended its loop,
+        would interrupt it as it prints its summary."""
+        if self._gone_before_stop is not None:
+            return
+        self._gone_before_stop = {k for k, proc in enumerate(self.procs) if proc.poll() is not None}
         for proc in self.procs:
             if proc.poll() is None:
                 try:
