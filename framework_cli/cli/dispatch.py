@@ -64,7 +64,7 @@ def command(
         doc = run_dispatch(home, once=once, concurrency=parts[0], on_event=progress, timeout=seconds, gateway=run_gateway,
                            share=(0, count) if count > 1 else None, helpers=helpers)
     except BaseException:
-        if helpers is not None:  # stopped here before the dispatch had them in hand (it stops them itself after)
+        if helpers is not None:  # refused or interrupted before its loop ran (after it, the dispatch has stopped them)
             helpers.stop()
             helpers.finish(shares.HELPER_STOP_SECONDS)
         raise
@@ -87,7 +87,7 @@ def _part(text: str) -> tuple[int, int, int]:
     try:
         index, count, parent = (int(x) for x in text.split("/"))
     except ValueError:
-        raise FwError("usage", "--part is fw dispatch's own: INDEX/COUNT/PID", "leave it out") from None
+        index = count = parent = 0
     if not 0 < index < count:
         raise FwError("usage", "--part is fw dispatch's own: INDEX/COUNT/PID", "leave it out")
     return index, count, parent

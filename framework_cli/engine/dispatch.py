@@ -218,11 +218,9 @@ class PrincipalWork:
     def finish(self, store: StateStore, owner: str, item: Item, outcome: Outcome) -> str:
         """Record the outcome of running work while the claim holds, and give its lane back;
         the status it has now (a task may have been reported or cancelled, a turn answered,
-        work taken back, meanwhile). An answered turn has both done already: its answer's
-        transaction made it `done` and freed its lane."""
+        work taken back, meanwhile). Not asked for an answered turn: its answer's transaction
+        made it `done` and freed its lane (`Outcome.recorded`)."""
         claim = claim_of(owner, item)
-        if outcome.answered:
-            return DONE  # its answer was posted, the turn made done and its lane given back, in one transaction
         if outcome.status == BACKLOG and _binding_enabled(self.root, item.row["principal"]):
             outcome = Outcome(PENDING)  # enabled again meanwhile: its backlog was released without it
         if item.kind == "task":
@@ -319,17 +317,11 @@ def dispatch(home: Home, *, once: bool = False, concurrency: int = DEFAULT_CONCU
     processes: this one claims the work of `share` (its index, how many), and `helpers` are
     the others, started already: it stops them if it cannot start, and waits for them (their
     counts are added to its summary)."""
-    others = helpers
-    try:
-        check_concurrency(concurrency)
-        part = Share(*share, ended=others.ended if others else None) if share else None
-        source = PrincipalWork(home, timeout, gateway, part)  # checks the timeout
-        summary = Summary(queue=_queue(home))
-    except BaseException:
-        if others:
-            others.stop()
-            others.finish(HELPER_STOP_SECONDS)
-        raise
+    others = helpers  # what raises before the loop runs leaves them to the caller, which started them
+    check_concurrency(concurrency)
+    part = Share(*share, ended=others.ended if others else None) if share else None
+    source = PrincipalWork(home, timeout, gateway, part)  # checks the timeout
+    summary = Summary(queue=_queue(home))
     emit = on_event or (lambda event: None)
     if not once and (share is None or share[0] == 0):  # the first process speaks for the whole dispatch
         emit({"type": "serving", "concurrency": concurrency + (others.concurrency if others else 0)})
@@ -362,8 +354,7 @@ def dispatch(home: Home, *, once: bool = False, concurrency: int = DEFAULT_CONCU
     if others is not None:
         for note in others.notes():  # one that failed or was stopped on its own: its share was run here
             emit({"type": "note", "text": note})
-    interrupted_helpers = others is not None and any(proc.returncode == 130 for proc in others.procs)
-    if signalled and ((engine is not None and (engine.ended_runs or engine.stopped_starting)) or interrupted_helpers):
+    if signalled and ((engine is not None and (engine.ended_runs or engine.stopped_starting)) or (others and others.interrupted())):
         # runs were ended, or stopped while they started (waiting for an MCP server, say), their
         # work cancelled: `interrupted`, and the command line stops their programs
         raise KeyboardInterrupt

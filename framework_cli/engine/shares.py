@@ -139,6 +139,10 @@ class Helpers:
         self._results = results
         return results
 
+    def interrupted(self) -> bool:
+        """Whether any ended its runs as it stopped (exit 130), once `finish` has waited."""
+        return any(proc.returncode == 130 for proc in self.procs)
+
     def notes(self) -> list[str]:
         """What to tell of those that ended without a summary before anyone told them to stop."""
         gone = self._gone_before_stop
